@@ -1,0 +1,126 @@
+"""The exception hierarchy.  Every error this package raises on purpose derives from
+:class:`KafkaTieredError`, so callers can catch one class.
+
+Messages name what was wrong and where (object key, byte position, option name) and never
+carry secrets: passwords, keys, tokens and presigned-URL signatures are redacted before an
+exception is built (see :mod:`kafka_tiered_source.redact`).
+"""
+from __future__ import annotations
+
+
+class KafkaTieredError(Exception):
+    """Base class of every error raised by kafka-tiered."""
+
+
+class CorruptRecordError(KafkaTieredError):
+    """Bytes that are not a valid v2 record batch.
+
+    ``position`` is the absolute byte position in the input where the problem was found and
+    ``base_offset`` the base offset of the batch being decoded (``None`` when the header itself
+    could not be read).
+    """
+
+    def __init__(self, message: str, *, position: int | None = None,
+                 base_offset: int | None = None, source: str | None = None):
+        self.position = position
+        self.base_offset = base_offset
+        self.source = source
+        where = []
+        if source:
+            where.append(source)
+        if position is not None:
+            where.append(f"byte position {position}")
+        if base_offset is not None:
+            where.append(f"batch base offset {base_offset}")
+        full = f"{message} ({', '.join(where)})" if where else message
+        super().__init__(full)
+        self.reason = message
+
+
+class DecompressionLimitError(CorruptRecordError):
+    """A compressed batch would decompress past the configured cap."""
+
+
+class ConfigError(KafkaTieredError, ValueError):
+    """An invalid or unknown option.  ``option`` names it."""
+
+    def __init__(self, message: str, *, option: str | None = None):
+        self.option = option
+        super().__init__(message)
+
+
+class ProtocolError(KafkaTieredError):
+    """A Kafka frame that could not be encoded or decoded."""
+
+
+class BrokerError(KafkaTieredError):
+    """A broker answered with an error code, or could not be reached.
+
+    Carries the broker, API, topic and partition so the user can tell which request failed.
+    """
+
+    def __init__(self, message: str, *, error_code: int | None = None, error_name: str | None = None,
+                 retriable: bool = False, broker: str | None = None, api: str | None = None,
+                 topic: str | None = None, partition: int | None = None):
+        self.error_code = error_code
+        self.error_name = error_name
+        self.retriable = retriable
+        self.broker = broker
+        self.api = api
+        self.topic = topic
+        self.partition = partition
+        ctx = []
+        if broker:
+            ctx.append(f"broker {broker}")
+        if api:
+            ctx.append(f"api {api}")
+        if topic is not None:
+            ctx.append(f"topic {topic}" + (f" partition {partition}" if partition is not None else ""))
+        super().__init__(f"{message} ({', '.join(ctx)})" if ctx else message)
+
+
+class RemoteStorageError(KafkaTieredError):
+    """A read from remote (tiered) storage failed.  ``location`` names the object, redacted."""
+
+    retriable = False
+
+    def __init__(self, message: str, *, location: str | None = None, backend: str | None = None):
+        self.location = location
+        self.backend = backend
+        ctx = [p for p in (f"backend {backend}" if backend else None,
+                           f"object {location}" if location else None) if p]
+        super().__init__(f"{message} ({', '.join(ctx)})" if ctx else message)
+
+
+class RemoteObjectNotFound(RemoteStorageError):
+    """The object is not there (deleted by retention, or a wrong layout/prefix)."""
+
+
+class RemoteAccessDenied(RemoteStorageError):
+    """The storage refused the credentials; never retried."""
+
+
+class RemoteTimeout(RemoteStorageError):
+    """A connect or read timeout fired (``fetch.remote.connect/read.timeout.ms``)."""
+
+    retriable = True
+
+
+class RemoteThrottled(RemoteStorageError):
+    """The storage kept throttling (503 SlowDown and similar) after all retries."""
+
+    retriable = True
+
+
+class RemoteServerError(RemoteStorageError):
+    """The storage kept answering 5xx after all retries."""
+
+    retriable = True
+
+
+class SegmentFormatError(RemoteStorageError):
+    """A segment's object layout could not be understood (manifest, encryption, chunk index)."""
+
+
+class DataLossError(KafkaTieredError):
+    """Requested offsets are gone (retention) and ``failOnDataLoss`` is true."""

@@ -1,0 +1,69 @@
+"""Keep secrets out of logs, reprs, plans and exceptions.
+
+Anything that may hold a secret goes through here before it is formatted: presigned URLs lose
+their query string (the signature, credential and token live there), option maps lose the
+values of secret-bearing keys, and :class:`Secret` wraps a value whose repr/str never show it.
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+REDACTED = "***"
+
+# Option names (case-insensitive, with or without the "kafka." prefix) whose values are secret.
+_SECRET_KEY = re.compile(
+    r"(password|passwd|secret|jaas|token|credential|sas|signature|private|access[._-]?key|"
+    r"account[._-]?key|connection[._-]?string|ssl\.key)",
+    re.IGNORECASE,
+)
+
+
+def is_secret_key(name: str) -> bool:
+    return bool(_SECRET_KEY.search(name))
+
+
+def redact_url(url: str | None) -> str | None:
+    """Drop the query string and any user-info from a URL: ``https://h/p?<redacted>``."""
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    query = REDACTED if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def redact_options(options: dict) -> dict:
+    """A copy of an option map with every secret-bearing value replaced by ``***``."""
+    return {k: (REDACTED if is_secret_key(str(k)) else v) for k, v in options.items()}
+
+
+class Secret:
+    """A string that does not show itself.  ``.get()`` returns the value."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def get(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self):
+        return hash(self._value)
+
+    def __reduce__(self):
+        return (Secret, (self._value,))

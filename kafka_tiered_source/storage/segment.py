@@ -1,0 +1,31 @@
+"""The picklable description of one tiered segment, as the planner hands it to executors.
+
+It is the Python counterpart of Kafka's ``RemoteLogSegmentMetadata`` (KIP-405) plus what the
+KIP-1248 Fetch extension adds: custom metadata and an optional presigned URL.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..redact import redact_url
+
+
+@dataclass(frozen=True)
+class RemoteSegment:
+    topic: str
+    topic_id: str                  # Kafka Uuid string (22-char URL-safe base64)
+    partition: int
+    segment_id: str                # RemoteLogSegmentId's uuid, Kafka Uuid string
+    base_offset: int               # first offset in the segment
+    end_offset: int                # last offset in the segment (inclusive, as Kafka's endOffset)
+    size_bytes: int | None = None  # size of the segment's .log data, when known
+    custom_metadata: bytes | None = None
+    presigned_url: str | None = field(default=None, compare=False)
+    storage_format: str = "ApacheKafkaV1"
+
+    def __repr__(self) -> str:   # the presigned URL's signature must never show
+        return (f"RemoteSegment(topic={self.topic!r}, partition={self.partition}, "
+                f"segment_id={self.segment_id!r}, offsets=[{self.base_offset}, {self.end_offset}], "
+                f"size_bytes={self.size_bytes}, presigned_url={redact_url(self.presigned_url)!r})")
+
+    __str__ = __repr__
