@@ -4,7 +4,8 @@ The extension is compiled by a normal ``pip install`` with the machine's C compi
 nothing prebuilt is downloaded.  ``KAFKA_TIERED_SANITIZE=1`` builds it with
 AddressSanitizer and UndefinedBehaviorSanitizer for the fuzz script (run the
 interpreter with ``LD_PRELOAD=$(gcc -print-file-name=libasan.so)``).
-``KAFKA_TIERED_DEBUG=1`` builds without optimisation and with assertions.
+``KAFKA_TIERED_SANITIZE=atheris`` instruments with ASan only and leaves the runtime to atheris'
+``asan_with_fuzzer.so`` (see benchmarks/fuzz_decode.py).  ``KAFKA_TIERED_DEBUG=1`` builds without optimisation and with assertions.
 """
 import glob
 import os
@@ -19,6 +20,11 @@ if os.environ.get("KAFKA_TIERED_SANITIZE") == "1":
     compile_args += ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
                      "-fno-sanitize-recover=undefined"]
     link_args += ["-fsanitize=address,undefined"]
+elif os.environ.get("KAFKA_TIERED_SANITIZE") == "atheris":
+    # ASan instrumentation only, runtime not linked: the fuzz script preloads atheris'
+    # asan_with_fuzzer.so (clang's runtime + libFuzzer), which gives coverage-guided fuzzing;
+    # linking gcc's libasan as well would make two incompatible ASan runtimes.
+    compile_args += ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address"]
 elif os.environ.get("KAFKA_TIERED_DEBUG") == "1":
     compile_args += ["-O0", "-g"]
 else:

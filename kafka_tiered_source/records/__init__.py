@@ -1,0 +1,26 @@
+"""v2 RecordBatch decoding into Arrow.
+
+Two backends behind one interface: the native one (``kafka_tiered_source._native``, C, writes
+records straight into Arrow buffers) and a pure-Python reference (``KAFKA_TIERED_NO_EXTENSIONS=1``)
+that agrees with it row for row and error for error.
+
+- :func:`decode` — bytes in, ``pyarrow.Table`` out (Spark's Kafka schema).
+- :func:`decode_batches` — the executor-level API: decodes the complete batches at the start of
+  a byte range and returns a :class:`DecodeResult` with ``consumed``/``leftover`` for
+  stitching the next range, and takes a :class:`ReadCommittedFilter` carried across calls.
+- :func:`kafka_schema`, :func:`decoder_backend`.
+- ``header``: the fixed batch header (``BatchHeader``, ``read_header``, ``iter_headers``).
+"""
+from __future__ import annotations
+
+from .decoder import (DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES, DecodeResult,
+                      decode, decode_batches, decoder_backend)
+from .header import BatchHeader, iter_headers, read_header
+from .schema import kafka_schema
+from .transactions import ReadCommittedFilter
+
+__all__ = [
+    "BatchHeader", "DEFAULT_MAX_BATCH_BYTES", "DEFAULT_MAX_DECOMPRESSED_BYTES", "DecodeResult",
+    "ReadCommittedFilter", "decode", "decode_batches", "decoder_backend", "iter_headers",
+    "kafka_schema", "read_header",
+]

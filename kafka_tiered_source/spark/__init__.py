@@ -1,0 +1,17 @@
+"""The ``kafka-tiered`` Spark data source: options, schema and registration.
+
+Spark registers the source by itself when this project is installed (the top-level module
+``pyspark_kafka_tiered`` exposes ``DefaultSource``); :func:`register` does it explicitly for a
+session, e.g. when the package is only on ``sys.path``.  pyspark is imported lazily so that
+the rest of the package works without it.
+"""
+from __future__ import annotations
+
+
+def register(spark) -> None:
+    """Register the ``kafka-tiered`` format with ``spark`` (a ``SparkSession``)."""
+    from .datasource import KafkaTieredDataSource
+    spark.dataSource.register(KafkaTieredDataSource)
+
+
+__all__ = ["register"]

@@ -1,0 +1,311 @@
+"""Declaration types for Kafka messages, and the classes generated from them.
+
+A message is declared once, as data (:class:`Message` holding :class:`Field` s), the way Kafka's
+own ``common/message/*.json`` files and franz-go's kmsg do it.  At import the declarations turn
+into plain Python classes (:func:`build_message_class`): snake_case attributes, defaults,
+``__eq__``, a ``__repr__`` that hides sensitive fields.  There is no per-version class; the
+codec looks at the field's version ranges.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+PRIMITIVES = frozenset({
+    "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool",
+    "string", "bytes", "records", "uuid",
+})
+_INTS = frozenset({"int8", "int16", "int32", "int64", "uint16", "uint32"})
+ZERO_UUID = bytes(16)
+
+
+@dataclass(frozen=True)
+class VersionRange:
+    """``"3+"``, ``"0-4"``, ``"7"`` or ``"none"`` from the JSON definitions; ``hi`` None = open."""
+
+    lo: int
+    hi: int | None
+
+    @classmethod
+    def parse(cls, text: str | None) -> "VersionRange | None":
+        if text is None or text == "none":
+            return None
+        if text.endswith("+"):
+            return cls(int(text[:-1]), None)
+        if "-" in text:
+            lo, hi = text.split("-")
+            return cls(int(lo), int(hi))
+        return cls(int(text), int(text))
+
+    def __contains__(self, version: int) -> bool:
+        return self.lo <= version and (self.hi is None or version <= self.hi)
+
+    def __str__(self) -> str:
+        if self.hi is None:
+            return f"{self.lo}+"
+        return str(self.lo) if self.lo == self.hi else f"{self.lo}-{self.hi}"
+
+
+def snake_case(name: str) -> str:
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+
+
+_NO_DEFAULT = object()
+
+
+class Field:
+    """One field of a struct.
+
+    ``type`` is a primitive name, ``[]elem`` for arrays, or a struct type name (then ``fields``
+    holds the nested declaration).  ``versions`` / ``nullable`` / ``tagged`` are version-range
+    strings; ``tag`` the tag number when the field is tagged.  ``sensitive`` fields (SASL auth
+    bytes, presigned URLs) never show in reprs.
+    """
+
+    __slots__ = ("name", "attr", "type", "versions", "nullable", "tag", "tagged", "fields",
+                 "sensitive", "_default", "struct_class", "elem_type", "is_array", "never_compact")
+
+    def __init__(self, name: str, type: str, versions: str, *, nullable: str | None = None,
+                 default: Any = _NO_DEFAULT, tag: int | None = None, tagged: str | None = None,
+                 fields: list["Field"] | None = None, sensitive: bool = False,
+                 never_compact: bool = False):
+        self.name = name
+        self.attr = snake_case(name)
+        self.type = type
+        self.is_array = type.startswith("[]")
+        self.elem_type = type[2:] if self.is_array else type
+        self.versions = VersionRange.parse(versions)
+        self.nullable = VersionRange.parse(nullable)
+        self.tag = tag
+        self.tagged = VersionRange.parse(tagged)
+        if (tag is None) != (self.tagged is None):
+            raise ValueError(f"field {name}: tag and tagged versions go together")
+        self.fields = fields
+        if self.elem_type not in PRIMITIVES and fields is None:
+            raise ValueError(f"field {name}: struct type {self.elem_type} needs fields")
+        self.sensitive = sensitive
+        # The request header's ClientId stays a classic string even in header v2 (Kafka's
+        # "flexibleVersions": "none" on that one field).
+        self.never_compact = never_compact
+        self._default = default
+        self.struct_class = None  # set when classes are built
+
+    def in_version(self, v: int) -> bool:
+        return self.versions is not None and v in self.versions
+
+    def is_tagged(self, v: int) -> bool:
+        return self.tagged is not None and v in self.tagged
+
+    def is_nullable(self, v: int) -> bool:
+        return self.nullable is not None and v in self.nullable
+
+    def default(self):
+        """A fresh default value (lists and structs are new objects every time)."""
+        d = self._default
+        if self.is_array:
+            return None if d is None else []
+        if d is not _NO_DEFAULT:
+            return d
+        t = self.type
+        if t in _INTS:
+            return 0
+        if t == "float64":
+            return 0.0
+        if t == "bool":
+            return False
+        if t == "string":
+            return ""
+        if t == "bytes":
+            return b""
+        if t == "records":
+            return None
+        if t == "uuid":
+            return ZERO_UUID
+        return self.struct_class()
+
+    def is_default(self, value) -> bool:
+        d = self._default
+        if self.is_array:
+            return value is None if d is None else (value is not None and len(value) == 0)
+        return value == self.default()
+
+    def __repr__(self):
+        return f"Field({self.name!r}, {self.type!r}, {str(self.versions)!r})"
+
+
+class Struct:
+    """Base of every generated class.  ``unknown_tags`` maps tag -> raw bytes for tagged fields
+    this code does not know (kept so they re-encode unchanged)."""
+
+    __slots__ = ("unknown_tags",)
+    _fields: tuple = ()
+    _attrs: frozenset = frozenset()
+
+    def __init__(self, **kwargs):
+        for f in self._fields:
+            if f.attr in kwargs:
+                object.__setattr__(self, f.attr, kwargs.pop(f.attr))
+            else:
+                object.__setattr__(self, f.attr, f.default())
+        self.unknown_tags = kwargs.pop("unknown_tags", None) or None
+        if kwargs:
+            raise TypeError(f"{type(self).__name__} has no field(s) {sorted(kwargs)}; "
+                            f"fields are {[f.attr for f in self._fields]}")
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        if (self.unknown_tags or {}) != (other.unknown_tags or {}):
+            return False
+        return all(_eq(getattr(self, f.attr), getattr(other, f.attr)) for f in self._fields)
+
+    __hash__ = None
+
+    def __repr__(self):
+        parts = []
+        for f in self._fields:
+            v = getattr(self, f.attr)
+            if f.sensitive and v is not None:
+                parts.append(f"{f.attr}='***'")
+            elif isinstance(v, (bytes, bytearray, memoryview)) and len(v) > 32:
+                parts.append(f"{f.attr}=<{len(v)} bytes>")
+            else:
+                parts.append(f"{f.attr}={v!r}" if not isinstance(v, memoryview) else f"{f.attr}={bytes(v)!r}")
+        if self.unknown_tags:
+            parts.append(f"unknown_tags={sorted(self.unknown_tags)}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def to_dict(self) -> dict:
+        """Plain nested dict/list form (memoryviews become bytes); handy in tests and logs."""
+        out = {}
+        for f in self._fields:
+            out[f.attr] = _plain(getattr(self, f.attr))
+        return out
+
+    def copy(self):
+        """A deep copy (lists and nested structs are new; bytes, strings and record views are
+        shared, they are never mutated by the codec)."""
+        return _copy(self)
+
+
+def _copy(v):
+    if isinstance(v, Struct):
+        new = type(v).__new__(type(v))
+        for f in v._fields:
+            setattr(new, f.attr, _copy(getattr(v, f.attr)))
+        new.unknown_tags = dict(v.unknown_tags) if v.unknown_tags else None
+        return new
+    if isinstance(v, list):
+        return [_copy(x) for x in v]
+    return v
+
+
+def _plain(v):
+    if isinstance(v, Struct):
+        return v.to_dict()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, memoryview):
+        return bytes(v)
+    return v
+
+
+def _eq(a, b) -> bool:
+    # memoryview (decoded records) compares by content with bytes
+    if isinstance(a, memoryview) or isinstance(b, memoryview):
+        if a is None or b is None:
+            return a is b
+        return bytes(a) == bytes(b)
+    return a == b
+
+
+class MessageStruct(Struct):
+    """Base of generated request/response classes; class attributes describe the API."""
+
+    __slots__ = ()
+    API_KEY: int = -1
+    NAME: str = ""
+    KIND: str = ""               # "request" | "response"
+    VALID_VERSIONS: VersionRange
+    FLEXIBLE_VERSIONS: VersionRange | None
+
+    @classmethod
+    def is_flexible(cls, version: int) -> bool:
+        return cls.FLEXIBLE_VERSIONS is not None and version in cls.FLEXIBLE_VERSIONS
+
+    @classmethod
+    def min_version(cls) -> int:
+        return cls.VALID_VERSIONS.lo
+
+    @classmethod
+    def max_version(cls) -> int:
+        return cls.VALID_VERSIONS.hi
+
+    def encode(self, version: int) -> bytes:
+        from .codec import encode_body
+        return encode_body(self, version)
+
+    @classmethod
+    def decode(cls, data, version: int, *, keep_unknown_tags: bool = True):
+        from .codec import decode_body
+        return decode_body(cls, data, version, keep_unknown_tags=keep_unknown_tags)
+
+
+class Message:
+    """A message declaration: Kafka's JSON, as Python data."""
+
+    __slots__ = ("name", "api_key", "kind", "valid", "flexible", "fields")
+
+    def __init__(self, name: str, api_key: int, kind: str, *, valid: str, flexible: str, fields: list):
+        self.name = name
+        self.api_key = api_key
+        self.kind = kind
+        self.valid = valid
+        self.flexible = flexible
+        self.fields = fields
+
+    def __repr__(self):
+        return f"Message({self.name!r}, api_key={self.api_key}, valid={self.valid!r}, flexible={self.flexible!r})"
+
+
+def _build_struct(name: str, fields: list, base: type, namespace: dict, owner_dict: dict) -> type:
+    seen = set()
+    for f in fields:
+        if f.attr in seen:
+            raise ValueError(f"{name}: duplicate field {f.attr}")
+        seen.add(f.attr)
+        if f.fields is not None:
+            f.struct_class = _build_struct(f.elem_type, f.fields, Struct, {}, owner_dict)
+    attrs = dict(namespace)
+    attrs["__slots__"] = tuple(f.attr for f in fields)
+    attrs["_fields"] = tuple(fields)
+    attrs["_attrs"] = frozenset(f.attr for f in fields)
+    cls = type(name, (base,), attrs)
+    if base is Struct:
+        # Nested struct classes hang off the message class (FetchRequest.FetchTopic), as kmsg does.
+        other = owner_dict.get(name)
+        if other is not None and [f.attr for f in other._fields] != [f.attr for f in fields]:
+            raise ValueError(f"struct name {name} declared twice with different fields")
+        owner_dict.setdefault(name, cls)
+    return cls
+
+
+def build_message_class(decl: Message, module: str | None = None) -> type:
+    nested: dict = {}
+    ns = {
+        "API_KEY": decl.api_key, "NAME": decl.name, "KIND": decl.kind,
+        "VALID_VERSIONS": VersionRange.parse(decl.valid),
+        "FLEXIBLE_VERSIONS": VersionRange.parse(decl.flexible),
+        "DECLARATION": decl,
+    }
+    if module:
+        ns["__module__"] = module
+    cls = _build_struct(decl.name, decl.fields, MessageStruct, ns, nested)
+    for k, v in nested.items():
+        if module:
+            v.__module__ = module
+            v.__qualname__ = f"{decl.name}.{k}"
+        setattr(cls, k, v)
+    return cls

@@ -1,0 +1,203 @@
+"""Decompression of a batch's records, with a cap on the output so that a small corrupt or
+hostile batch cannot exhaust memory (a "decompression bomb").
+
+Every failure of a codec library becomes :class:`CorruptRecordError` (or
+:class:`DecompressionLimitError` past the cap) naming the batch; nothing else escapes.  Both
+decoder backends use this module, so they agree byte for byte.  Codec modules are imported on
+first use: executors that never see a codec never load it.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+
+from ..errors import CorruptRecordError, DecompressionLimitError
+from .header import CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_SNAPPY, CODEC_ZSTD
+
+DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER_SIZE = 16
+_CHUNK = 1 << 20
+
+
+def decompress(codec: int, data, limit: int, *, position: int, base_offset: int) -> bytes:
+    """The decompressed records of one batch (``data`` = bytes after the 61-byte header)."""
+    try:
+        if codec == CODEC_GZIP:
+            out = _gzip(data, limit)
+        elif codec == CODEC_SNAPPY:
+            out = _snappy(data, limit)
+        elif codec == CODEC_LZ4:
+            out = _lz4(data, limit)
+        elif codec == CODEC_ZSTD:
+            out = _zstd(data, limit)
+        else:
+            raise CorruptRecordError(f"unknown compression codec {codec}",
+                                     position=position + 21, base_offset=base_offset)
+    except _Limit:
+        raise DecompressionLimitError(
+            f"{CODEC_NAMES.get(codec)} records decompress to more than "
+            f"max_decompressed_bytes={limit}", position=position, base_offset=base_offset) from None
+    except CorruptRecordError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:   # zlib.error, lz4/zstd/cramjam errors, ValueError, struct.error...
+        raise CorruptRecordError(
+            f"cannot decompress {CODEC_NAMES.get(codec)} records: {type(exc).__name__}: {exc}",
+            position=position, base_offset=base_offset) from exc
+    return out
+
+
+class _Limit(Exception):
+    pass
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _gzip(data, limit: int) -> bytes:
+    # wbits 47 = accept a zlib or gzip header; Kafka writes gzip (GZIPOutputStream), and a
+    # stream may hold several members, which GZIPInputStream reads one after the other.
+    out = bytearray()
+    rest = memoryview(data)
+    while True:
+        d = zlib.decompressobj(47)
+        chunk = d.decompress(rest, limit + 1 - len(out))
+        out += chunk
+        if len(out) > limit:
+            raise _Limit
+        if d.unconsumed_tail:
+            raise _Limit
+        if not d.eof:
+            raise _Bad("gzip stream is truncated")
+        if not d.unused_data:
+            return bytes(out)
+        rest = memoryview(d.unused_data)
+
+
+def _snappy(data, limit: int):
+    import cramjam
+
+    mv = memoryview(data)
+    if bytes(mv[:8]) != XERIAL_MAGIC:
+        size = _snappy_size(mv, limit)
+        out = bytearray(size)
+        if cramjam.snappy.decompress_raw_into(mv, out) != size:
+            raise _Bad("snappy block is shorter than its declared length")
+        return out
+    # xerial framing: magic, int32 version, int32 compatible version, then (int32 length,
+    # raw block)*.  Walk the block headers first so the output is allocated once.
+    if len(mv) < XERIAL_HEADER_SIZE:
+        raise _Bad("xerial snappy header is truncated")
+    blocks, total, pos = [], 0, XERIAL_HEADER_SIZE
+    while pos < len(mv):
+        if pos + 4 > len(mv):
+            raise _Bad(f"xerial snappy block length truncated at {pos}")
+        (n,) = struct.unpack_from(">i", mv, pos)
+        pos += 4
+        if n < 0 or pos + n > len(mv):
+            raise _Bad(f"xerial snappy block of {n} bytes at {pos} overruns the data")
+        block = mv[pos:pos + n]
+        size = _snappy_size(block, limit - total)
+        blocks.append((block, total, size))
+        total += size
+        pos += n
+    out = bytearray(total)
+    view = memoryview(out)
+    for block, at, size in blocks:
+        if cramjam.snappy.decompress_raw_into(block, view[at:at + size]) != size:
+            raise _Bad("snappy block is shorter than its declared length")
+    view.release()
+    return out
+
+
+def _snappy_size(block, limit: int) -> int:
+    """A raw snappy block's uncompressed length (its leading uvarint), checked against the
+    cap before anything is allocated."""
+    size, shift, i = 0, 0, 0
+    while True:
+        if i >= len(block) or i >= 5:
+            raise _Bad("snappy block length is malformed")
+        b = block[i]
+        size |= (b & 0x7F) << shift
+        i += 1
+        if not b & 0x80:
+            break
+        shift += 7
+    if size > limit:
+        raise _Limit
+    return size
+
+
+def _lz4(data, limit: int) -> bytes:
+    import lz4.frame
+
+    # Kafka's producers write frames without a content size.  Asking the library for "up to
+    # the cap" in one call makes it allocate the whole cap, so grow in steps instead.
+    try:
+        known = lz4.frame.get_frame_info(data).get("content_size") or 0
+    except Exception:
+        known = 0
+    if known > limit:
+        raise _Limit
+    d = lz4.frame.LZ4FrameDecompressor()
+    parts, total = [], 0
+    # One call when the frame states its size (the library allocates max_length up front, and
+    # big over-allocations cost more than the decompression), else steps from 3x the input.
+    step = known + 1 if known else max(_CHUNK, 3 * len(data))
+    rest = data
+    while not d.eof:
+        chunk = d.decompress(rest, max_length=min(step, limit + 1 - total))
+        rest = b""
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _Limit
+        if d.eof:
+            break
+        if d.needs_input:
+            raise _Bad("lz4 frame is truncated")
+        if not chunk:
+            raise _Bad("lz4 decompressor made no progress")
+        step *= 2
+    if d.unused_data:
+        raise _Bad(f"{len(d.unused_data)} bytes after the lz4 frame")
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _zstd(data, limit: int) -> bytes:
+    import zstandard
+
+    # Frames may lack the content size (streaming producers): always decompress as a stream
+    # into a buffer sized from the content size when it is there, never past the cap.
+    try:
+        hint = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        hint = -1
+    if hint > limit:
+        raise _Limit
+    size = hint + 1 if hint >= 0 else min(limit + 1, max(_CHUNK, 4 * len(data)))
+    out = bytearray(size)
+    view = memoryview(out)
+    n = 0
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    with reader:
+        while True:
+            if n == len(out):
+                if n > limit:
+                    raise _Limit
+                view.release()
+                out.extend(bytes(min(len(out), limit + 1 - len(out))))
+                view = memoryview(out)
+            got = reader.readinto(view[n:])
+            if got == 0:
+                break
+            n += got
+            if n > limit:
+                raise _Limit
+    view.release()
+    del out[n:]
+    return out

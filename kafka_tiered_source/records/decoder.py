@@ -1,0 +1,237 @@
+"""The batch walk shared by both backends, and the public entry points.
+
+The walk (this module) reads each batch's fixed header, applies the offset bounds, the
+read_committed filter and the LSO, checks magic and CRC, and decompresses; the record loop
+(``_native.Builder`` or its Python twin in ``_python``) turns a batch's records into Arrow
+buffers.  Doing the walk once, in Python, is what makes the two backends agree on rows, errors
+and leftovers; its cost is per batch, not per record.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import pyarrow as pa
+
+from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
+from . import codecs
+from .header import (CODEC_NONE, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
+                     read_header)
+from .schema import kafka_schema
+from .transactions import ReadCommittedFilter, control_type
+
+DEFAULT_MAX_BATCH_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_DECOMPRESSED_BYTES = codecs.DEFAULT_MAX_DECOMPRESSED_BYTES
+INT32_MAX = 2**31 - 1
+_MIN_OFFSET, _MAX_OFFSET = -(2**63), 2**63 - 1
+_LENGTH = struct.Struct(">i")
+
+NO_EXTENSIONS_ENV = "KAFKA_TIERED_NO_EXTENSIONS"
+
+_backends: dict = {}
+
+
+def _load(name: str):
+    if name in _backends:
+        return _backends[name]
+    if name == "python":
+        from . import _python as mod
+    elif name == "native":
+        try:
+            from . import _native_backend as mod
+        except ImportError as exc:
+            mod = KafkaTieredError(
+                f"the native record decoder (kafka_tiered_source._native) cannot be imported: "
+                f"{exc}. Build it with `pip install -e .` (needs a C compiler), or set "
+                f"{NO_EXTENSIONS_ENV}=1 to use the pure-Python decoder")
+    else:
+        raise ConfigError(f"unknown decoder backend {name!r} (native or python)", option="backend")
+    _backends[name] = mod
+    return mod
+
+
+def _backend(name: str | None):
+    if name is None:
+        name = "python" if os.environ.get(NO_EXTENSIONS_ENV) == "1" else "native"
+    mod = _load(name)
+    if isinstance(mod, Exception):
+        raise mod
+    return mod
+
+
+def decoder_backend() -> str:
+    """``"native"`` or ``"python"`` (``KAFKA_TIERED_NO_EXTENSIONS=1``).  In default mode,
+    raises :class:`KafkaTieredError` when the extension cannot be loaded: there is no silent
+    fallback to the slow decoder."""
+    mod = _backend(None)
+    return "python" if mod.__name__.endswith("._python") else "native"
+
+
+@dataclass
+class DecodeResult:
+    """What one :func:`decode_batches` call produced.
+
+    ``batches``: Arrow record batches (schema :func:`kafka_schema`).  ``consumed``: bytes of
+    the input taken by complete batches — the next call starts at ``data[consumed:]``.
+    ``leftover``: the bytes of a batch cut off by the end of the input (``data[consumed:]``
+    unless the walk stopped at the end bound); prepend them to the next range.
+    ``next_offset``: last offset of the last complete batch walked + 1 (``None`` if none).
+    ``records``: rows returned.  ``done``: the walk met a batch at or past ``end_offset`` (or
+    the LSO): no later range of this partition can add rows.
+    """
+
+    batches: list = field(default_factory=list)
+    consumed: int = 0
+    leftover: bytes = b""
+    next_offset: int | None = None
+    records: int = 0
+    done: bool = False
+
+    def table(self, include_headers: bool = True) -> pa.Table:
+        return pa.Table.from_batches(self.batches, schema=kafka_schema(include_headers))
+
+
+def decode_batches(data, *, topic: str = "", partition: int = 0,
+                   start_offset: int | None = None, end_offset: int | None = None,
+                   filter: ReadCommittedFilter | None = None, include_headers: bool = True,
+                   verify_crc: bool = True, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                   max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                   position: int = 0, backend: str | None = None) -> DecodeResult:
+    """Decode the complete v2 batches at the start of ``data`` (any buffer: bytes, bytearray,
+    memoryview, mmap) — a whole segment or a byte range cut from one.
+
+    Records with ``start_offset <= offset < end_offset`` are returned; batches wholly outside
+    are skipped without being decompressed.  ``filter`` (a :class:`ReadCommittedFilter`,
+    carried across calls) gives read_committed; ``None`` is read_uncommitted.  Control batches
+    are never returned.  ``max_batch_bytes`` caps each binary column of one Arrow batch (Arrow's
+    int32 offsets).  ``position`` is the absolute position of ``data[0]`` in its segment, so
+    errors name positions in the segment when an executor decodes a range.
+
+    Corrupt bytes raise :class:`CorruptRecordError` only (position + batch base offset); a
+    batch cut off by the end of ``data`` is ``leftover``, not an error.
+    """
+    be = _backend(backend)
+    if not 1 <= max_batch_bytes <= INT32_MAX:
+        raise ConfigError("max_batch_bytes must be in [1, 2**31 - 1]", option="max_batch_bytes")
+    if max_decompressed_bytes < 1:
+        raise ConfigError("max_decompressed_bytes must be positive",
+                          option="max_decompressed_bytes")
+    mv = data if isinstance(data, memoryview) else memoryview(data)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    n = len(mv)
+    lo = _MIN_OFFSET if start_offset is None else int(start_offset)
+    hi = _MAX_OFFSET if end_offset is None else int(end_offset)
+    if filter is not None and filter.last_stable_offset is not None:
+        hi = min(hi, filter.last_stable_offset)
+    builder = be.Builder(include_headers, max_batch_bytes)
+    res = DecodeResult()
+    out = res.batches
+    pos = 0
+    try:
+        while n - pos >= LOG_OVERHEAD:
+            (length,) = _LENGTH.unpack_from(mv, pos + 8)
+            if length < HEADER_SIZE - LOG_OVERHEAD:
+                raise CorruptRecordError(f"invalid batch length {length}", position=position + pos + 8,
+                                         base_offset=struct.unpack_from(">q", mv, pos)[0])
+            size = length + LOG_OVERHEAD
+            if n - pos < size:
+                # Cut off by the end of the range: leftover.  A wrong magic is still an error
+                # when we can see it, so garbage is not mistaken for a partial batch.
+                if n - pos > 16 and mv[pos + 16] != 2:
+                    be.check_batch(mv, pos, n - pos, position, False)
+                break
+            h = read_header(mv, pos)
+            if h.base_offset >= hi:
+                res.done = True
+                break
+            if h.last_offset < lo and (filter is None or h.producer_id < 0):
+                res.next_offset = h.last_offset + 1
+                pos += size
+                continue   # before the range: not checked, not decompressed
+            be.check_batch(mv, pos, size, position, verify_crc)
+            is_control = h.attributes & CONTROL_MASK
+            if filter is not None:
+                ctype = None
+                if is_control:
+                    records, origin, decompressed = _records(mv, h, pos, size, position,
+                                                             max_decompressed_bytes)
+                    ctype = control_type(records, h, origin, decompressed)
+                keep = filter.keep(h, ctype)
+            else:
+                keep = not is_control
+            res.next_offset = h.last_offset + 1
+            if not keep or h.last_offset < lo:
+                pos += size
+                continue
+            if h.record_count < 0:
+                raise CorruptRecordError(f"invalid record count {h.record_count}",
+                                         position=position + pos + 57, base_offset=h.base_offset)
+            records, origin, decompressed = _records(mv, h, pos, size, position,
+                                                     max_decompressed_bytes)
+            rpos, remaining = 0, h.record_count
+            log_append = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+            while True:
+                try:
+                    rpos, remaining = builder.append(
+                        records, rpos, len(records), remaining, h.base_offset, h.base_timestamp,
+                        h.max_timestamp, log_append, lo, hi, origin, decompressed)
+                except be.RecordFormatError as exc:
+                    message, where = exc.args
+                    raise CorruptRecordError(message, position=where,
+                                             base_offset=h.base_offset) from None
+                if remaining == 0:
+                    break
+                out.append(builder.finish(topic, partition))   # Arrow batch full: start another
+            pos += size
+    except be.RecordFormatError as exc:
+        message, where = exc.args
+        raise CorruptRecordError(message, position=where,
+                                 base_offset=struct.unpack_from(">q", mv, pos)[0]) from None
+    except struct.error as exc:   # defensive: every read above is bounds-checked first
+        raise CorruptRecordError(f"malformed batch: {exc}", position=position + pos) from None
+    if builder.rows or not out:
+        out.append(builder.finish(topic, partition))
+    res.consumed = pos
+    res.leftover = b"" if res.done else bytes(mv[pos:])
+    res.records = sum(b.num_rows for b in out)
+    if len(out) > 1 and out[-1].num_rows == 0:
+        out.pop()
+    return res
+
+
+def _records(mv, h, pos, size, position, limit):
+    """A batch's record bytes, decompressed when needed, with the origin for error positions."""
+    body = mv[pos + HEADER_SIZE:pos + size]
+    if h.codec == CODEC_NONE:
+        return body, position + pos + HEADER_SIZE, False
+    return (codecs.decompress(h.codec, body, limit, position=position + pos,
+                              base_offset=h.base_offset), position + pos, True)
+
+
+def decode(data, *, topic: str = "", partition: int = 0, start_offset: int | None = None,
+           end_offset: int | None = None, isolation_level: str = "read_uncommitted",
+           aborted_transactions: Iterable = (), last_stable_offset: int | None = None,
+           include_headers: bool = True, verify_crc: bool = True,
+           max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+           max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> pa.Table:
+    """Decode consecutive v2 record batches into a ``pyarrow.Table`` with Spark's Kafka schema.
+
+    ``isolation_level``: ``"read_uncommitted"`` (aborted_transactions and last_stable_offset
+    are ignored, as a broker does) or ``"read_committed"``.  A batch cut off by the end of
+    ``data`` is ignored; use :func:`decode_batches` to get it back as leftover.
+    """
+    if isolation_level == "read_committed":
+        filt = ReadCommittedFilter(aborted_transactions, last_stable_offset)
+    elif isolation_level == "read_uncommitted":
+        filt = None
+    else:
+        raise ConfigError(f"isolation_level must be read_uncommitted or read_committed, "
+                          f"not {isolation_level!r}", option="isolation_level")
+    res = decode_batches(data, topic=topic, partition=partition, start_offset=start_offset,
+                         end_offset=end_offset, filter=filt, include_headers=include_headers,
+                         verify_crc=verify_crc, max_batch_bytes=max_batch_bytes,
+                         max_decompressed_bytes=max_decompressed_bytes)
+    return res.table(include_headers)

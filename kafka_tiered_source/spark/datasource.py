@@ -1,0 +1,91 @@
+"""The ``kafka-tiered`` Spark data source (Spark 4 Python data source API).
+
+Options are parsed and checked once, when the DataFrame is created
+(``spark.read.format("kafka-tiered")...load()`` fails there, naming the option).  Planning runs
+in ``partitions()`` (Spark's planner process): it asks the partition leaders where the data lives
+and groups the work into coarse tasks.  ``read()`` runs on executors: ranged GETs of tiered
+segments, native decoding into Arrow, broker fetch for the rest and as the fallback.
+
+>>> df = (spark.read.format("kafka-tiered")                      # doctest: +SKIP
+...       .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+...       .option("subscribe", "orders")
+...       .option("remote.storage.fetcher", "s3")
+...       .option("remote.storage.s3.bucket", "tiered")
+...       .load())
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from .options import ReadOptions
+from .schema import ddl
+
+
+class KafkaTieredDataSource(DataSource):
+    """``spark.read.format("kafka-tiered")``.
+
+    The parsed :class:`ReadOptions` travel with the instance when Spark pickles it, so options
+    are parsed once, in the process that creates the DataFrame.
+    """
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.read_options = ReadOptions.parse(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka-tiered"
+
+    def schema(self) -> str:
+        return ddl(self.read_options.include_headers)
+
+    def reader(self, schema) -> "KafkaTieredReader":
+        return KafkaTieredReader(self.read_options)
+
+
+@dataclass(frozen=True)
+class TaskPartition(InputPartition):
+    """One Spark partition: a :class:`~kafka_tiered_source.planning.partitions.ReadTask`."""
+    task: object
+
+    def __init__(self, task):
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "value", task.index)
+
+
+class KafkaTieredReader(DataSourceReader):
+    def __init__(self, options: ReadOptions):
+        self.options = options
+
+    def partitions(self):
+        from ..planning.partitions import ReadTask
+        plan = plan_read(self.options)
+        tasks = plan.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
+        return [TaskPartition(t) for t in tasks]
+
+    def read(self, partition):
+        from ..task_reader import TaskReader
+        reader = TaskReader(self.options)
+        try:
+            yield from reader.read(partition.task)
+        finally:
+            reader.close()
+
+
+def plan_read(options: ReadOptions):
+    """Plan a read (driver / planner process): a :class:`~kafka_tiered_source.planning.planner.Plan`."""
+    from ..planning.planner import Planner, client_properties
+    from ..protocol.client import BrokerClient
+    from ..storage.registry import create_fetcher
+    if options.offline:
+        from ..planning.offline import plan_offline
+        return plan_offline(options)
+    with BrokerClient(client_properties(options)) as client:
+        fetcher = create_fetcher(options.storage) if options.fetch_remote_enabled else None
+        try:
+            return Planner(options, client, fetcher).plan()
+        finally:
+            if fetcher is not None:
+                fetcher.close()

@@ -1,0 +1,624 @@
+"""The object layout of Aiven's tiered-storage plugin (tiered-storage-for-apache-kafka), both sides.
+
+Checked against the plugin's source (``ObjectKeyFactory``, ``SegmentManifestV1``,
+``FixedSizeChunkIndex``/``VariableSizeChunkIndex``, ``ChunkSizesBinaryCodec``,
+``TransformedChunksSerializer``, ``SegmentIndexesV1Builder``, ``SegmentCustomMetadataField``).
+
+Per segment the plugin writes three objects under one key stem::
+
+    {prefix}{topic}-{topicId}/{partition}/{%020d startOffset}-{segmentId}.log           the data
+    {prefix}{topic}-{topicId}/{partition}/{%020d startOffset}-{segmentId}.indexes       all indexes, concatenated
+    {prefix}{topic}-{topicId}/{partition}/{%020d startOffset}-{segmentId}.rsm-manifest  JSON, see SegmentManifest
+
+The ``.log`` object is the segment cut into chunks of ``originalChunkSize`` bytes, each chunk
+transformed on its own (zstd-compressed, then AES-GCM encrypted, when enabled).  The manifest's
+chunk index tells where each transformed chunk lives, so a byte range of the original segment
+maps to a byte range of the object.  With neither transform the object *is* the segment.
+
+Custom metadata (optional, returned to the broker by ``copyLogSegmentData``) is a Kafka
+tagged-fields block: tag 0 REMOTE_SIZE (varlong, total bytes of the three objects), tag 1
+OBJECT_PREFIX (compact string), tag 2 OBJECT_KEY (compact string: the key stem *without* prefix
+and suffix).  When present they win over the reader's configured prefix.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..errors import SegmentFormatError
+
+SUFFIX_LOG = "log"
+SUFFIX_INDEXES = "indexes"
+SUFFIX_MANIFEST = "rsm-manifest"
+SUFFIXES = (SUFFIX_LOG, SUFFIX_INDEXES, SUFFIX_MANIFEST)
+
+# Custom metadata tags (SegmentCustomMetadataField ordinals; fixed forever upstream).
+TAG_REMOTE_SIZE = 0
+TAG_OBJECT_PREFIX = 1
+TAG_OBJECT_KEY = 2
+
+# Order in which the plugin concatenates indexes into the .indexes object.
+INDEX_NAMES = ("offset", "timestamp", "producerSnapshot", "leaderEpoch", "transaction")
+
+# TransformedChunksDeserializer refuses a binary chunk-size table larger than this.
+MAX_CHUNK_TABLE_SIZE = 10 * 1024 * 1024
+_INT32_MAX = 2**31 - 1
+
+
+# --------------------------------------------------------------------------------------------
+# object keys
+
+def main_path(topic: str, topic_id: str, partition: int, base_offset: int, segment_id: str) -> str:
+    """``{topic}-{topicId}/{partition}/{%020d startOffset}-{segmentId}`` (ObjectKeyFactory.mainPath)."""
+    if base_offset < 0:
+        raise ValueError(f"start offset must be >= 0, got {base_offset}")
+    return f"{topic}-{topic_id}/{partition}/{base_offset:020d}-{segment_id}"
+
+
+def object_key(prefix: str | None, topic: str, topic_id: str, partition: int, base_offset: int,
+               segment_id: str, suffix: str) -> str:
+    """The key of one of a segment's objects; ``suffix`` is ``log``, ``indexes`` or ``rsm-manifest``."""
+    if suffix not in SUFFIXES:
+        raise ValueError(f"unknown Aiven object suffix {suffix!r}; valid: {', '.join(SUFFIXES)}")
+    return f"{prefix or ''}{main_path(topic, topic_id, partition, base_offset, segment_id)}.{suffix}"
+
+
+def segment_object_key(segment, suffix: str, prefix: str | None = None) -> str:
+    """The key for a :class:`~.segment.RemoteSegment`, letting its custom metadata win.
+
+    As the plugin's ``ObjectKeyFactory.key(fields, ...)``: OBJECT_PREFIX replaces the configured
+    prefix and OBJECT_KEY replaces the main path, each only when present.
+    """
+    if suffix not in SUFFIXES:
+        raise ValueError(f"unknown Aiven object suffix {suffix!r}; valid: {', '.join(SUFFIXES)}")
+    fields = decode_custom_metadata(segment.custom_metadata) if segment.custom_metadata else {}
+    pfx = fields.get("object_prefix")
+    main = fields.get("object_key")
+    if pfx is None:
+        pfx = prefix or ""
+    if main is None:
+        main = main_path(segment.topic, segment.topic_id, segment.partition, segment.base_offset,
+                         segment.segment_id)
+    return f"{pfx}{main}.{suffix}"
+
+
+# --------------------------------------------------------------------------------------------
+# custom metadata: a Kafka tagged-fields section
+
+def _write_uvarint(out: bytearray, v: int) -> None:
+    if v < 0:
+        raise ValueError(f"unsigned varint cannot be negative: {v}")
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_uvarint(data: bytes, pos: int, what: str, max_bytes: int = 5) -> tuple[int, int]:
+    value = shift = 0
+    start = pos
+    while True:
+        if pos >= len(data):
+            raise SegmentFormatError(
+                f"custom metadata truncated reading {what} at byte position {start}")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if pos - start >= max_bytes:
+            raise SegmentFormatError(
+                f"custom metadata: {what} varint longer than {max_bytes} bytes at byte position {start}")
+
+
+def encode_custom_metadata(*, remote_size: int | None = None, object_prefix: str | None = None,
+                           object_key: str | None = None) -> bytes:
+    """Encode the fields that are not None; no field at all gives ``b""`` (as the plugin does)."""
+    fields: list[tuple[int, bytes]] = []
+    if remote_size is not None:
+        if not -(2**63) <= remote_size < 2**63:
+            raise ValueError(f"remote_size out of int64 range: {remote_size}")
+        body = bytearray()
+        _write_uvarint(body, ((remote_size << 1) ^ (remote_size >> 63)) & 0xFFFFFFFFFFFFFFFF)
+        fields.append((TAG_REMOTE_SIZE, bytes(body)))
+    for tag, text in ((TAG_OBJECT_PREFIX, object_prefix), (TAG_OBJECT_KEY, object_key)):
+        if text is not None:
+            raw = text.encode("utf-8")
+            body = bytearray()
+            _write_uvarint(body, len(raw) + 1)
+            body += raw
+            fields.append((tag, bytes(body)))
+    if not fields:
+        return b""
+    out = bytearray()
+    _write_uvarint(out, len(fields))
+    for tag, body in fields:
+        _write_uvarint(out, tag)
+        _write_uvarint(out, len(body))
+        out += body
+    return bytes(out)
+
+
+def decode_custom_metadata(data: bytes | None) -> dict:
+    """Decode a custom-metadata block into ``{"remote_size", "object_prefix", "object_key"}``.
+
+    Absent fields are None; unknown tags are skipped (a newer plugin may add some), as Kafka's
+    tagged-fields reader does.  Malformed input raises :class:`SegmentFormatError` naming the
+    byte position.
+    """
+    result = {"remote_size": None, "object_prefix": None, "object_key": None}
+    if not data:
+        return result
+    data = bytes(data)
+    count, pos = _read_uvarint(data, 0, "field count")
+    prev_tag = -1
+    for _ in range(count):
+        tag_pos = pos
+        tag, pos = _read_uvarint(data, pos, "tag")
+        if tag <= prev_tag:
+            raise SegmentFormatError(
+                f"custom metadata: tag {tag} out of order or repeated at byte position {tag_pos}")
+        prev_tag = tag
+        size, pos = _read_uvarint(data, pos, f"size of tag {tag}")
+        end = pos + size
+        if end > len(data):
+            raise SegmentFormatError(
+                f"custom metadata: tag {tag} claims {size} bytes at byte position {pos} "
+                f"but only {len(data) - pos} remain")
+        body = data[pos:end]
+        if tag == TAG_REMOTE_SIZE:
+            raw, used = _read_uvarint(body, 0, "remote_size", max_bytes=10)
+            if used != size:
+                raise SegmentFormatError(
+                    f"custom metadata: REMOTE_SIZE has {size - used} trailing bytes at byte position {pos + used}")
+            result["remote_size"] = (raw >> 1) ^ -(raw & 1)
+        elif tag in (TAG_OBJECT_PREFIX, TAG_OBJECT_KEY):
+            name = "object_prefix" if tag == TAG_OBJECT_PREFIX else "object_key"
+            n1, used = _read_uvarint(body, 0, f"{name} length")
+            if n1 == 0:
+                raise SegmentFormatError(
+                    f"custom metadata: {name} is a null compact string at byte position {pos}")
+            if used + n1 - 1 != size:
+                raise SegmentFormatError(
+                    f"custom metadata: {name} length {n1 - 1} does not fit its field size {size} "
+                    f"at byte position {pos}")
+            try:
+                result[name] = body[used:].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise SegmentFormatError(
+                    f"custom metadata: {name} is not UTF-8 at byte position {pos + used + exc.start}") from None
+        pos = end
+    if pos != len(data):
+        raise SegmentFormatError(
+            f"custom metadata: {len(data) - pos} trailing bytes at byte position {pos}")
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# chunk index
+
+def _encode_chunk_sizes(values: list[int]) -> bytes:
+    """ChunkSizesBinaryCodec.encode: count, base, bytes-per-value, de-based values, last in full."""
+    count = len(values)
+    if count == 0:
+        return struct.pack(">i", 0)
+    last = values[-1]
+    if any(v < 0 for v in values):
+        raise ValueError("chunk sizes cannot be negative")
+    if count == 1:
+        return struct.pack(">ii", 1, last)
+    base = min(values[:-1])
+    width = max(_bytes_needed(v - base) for v in values[:-1])
+    out = bytearray(struct.pack(">iib", count, base, width))
+    for v in values[:-1]:
+        out += (v - base).to_bytes(4, "big")[4 - width:]
+    out += struct.pack(">i", last)
+    return bytes(out)
+
+
+def _bytes_needed(v: int) -> int:
+    return 1 if v <= 0xFF else 2 if v <= 0xFFFF else 3 if v <= 0xFFFFFF else 4
+
+
+def _decode_chunk_sizes(data: bytes, where: str | None) -> list[int]:
+    def need(n, pos, what):
+        if pos + n > len(data):
+            raise SegmentFormatError(
+                f"manifest transformedChunks: truncated reading {what} at byte position {pos} "
+                f"of the decompressed table", location=where)
+    need(4, 0, "count")
+    (count,) = struct.unpack_from(">i", data, 0)
+    if count < 0:
+        raise SegmentFormatError(f"manifest transformedChunks: negative count {count}", location=where)
+    if count == 0:
+        return []
+    if count == 1:
+        need(4, 4, "value")
+        return [struct.unpack_from(">i", data, 4)[0]]
+    need(9, 0, "header")
+    base, width = struct.unpack_from(">ib", data, 4)
+    if not 1 <= width <= 4:
+        raise SegmentFormatError(
+            f"manifest transformedChunks: bytes per value {width} at byte position 8 is not 1-4",
+            location=where)
+    pos = 9
+    need((count - 1) * width + 4, pos, f"{count} values")
+    values = []
+    for _ in range(count - 1):
+        values.append(int.from_bytes(data[pos:pos + width], "big") + base)
+        pos += width
+    values.append(struct.unpack_from(">i", data, pos)[0])
+    return values
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk: where it is in the original segment and in the transformed ``.log`` object."""
+    id: int
+    original_position: int
+    original_size: int
+    transformed_position: int
+    transformed_size: int
+
+
+@dataclass(frozen=True)
+class ChunkIndex:
+    """Aiven's chunk index.  ``kind`` is ``"fixed"`` (every transformed chunk the same size except
+    the last: no transform, or encryption only) or ``"variable"`` (compression)."""
+    kind: str
+    original_chunk_size: int
+    original_file_size: int
+    transformed_sizes: tuple[int, ...]
+    # "fixed" only: the size every transformed chunk but the last has (JSON transformedChunkSize).
+    fixed_transformed_chunk_size: int | None = None
+    _positions: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.kind not in ("fixed", "variable"):
+            raise ValueError(f"chunk index kind must be 'fixed' or 'variable', got {self.kind!r}")
+        pos = [0]
+        for s in self.transformed_sizes:
+            pos.append(pos[-1] + s)
+        object.__setattr__(self, "_positions", tuple(pos))
+
+    @classmethod
+    def fixed(cls, original_chunk_size: int, original_file_size: int, transformed_chunk_size: int,
+              final_transformed_chunk_size: int) -> "ChunkIndex":
+        n = -(-original_file_size // original_chunk_size)
+        sizes = [transformed_chunk_size] * n
+        if n:
+            sizes[-1] = final_transformed_chunk_size
+        return cls("fixed", original_chunk_size, original_file_size, tuple(sizes),
+                   transformed_chunk_size)
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self.transformed_sizes)
+
+    @property
+    def transformed_file_size(self) -> int:
+        return self._positions[-1]
+
+    def chunk(self, i: int) -> Chunk:
+        ocs = self.original_chunk_size
+        last = i == self.chunk_count - 1
+        osize = self.original_file_size - i * ocs if last else ocs
+        return Chunk(i, i * ocs, osize, self._positions[i], self.transformed_sizes[i])
+
+    def chunks_for_range(self, start: int, end: int) -> list[Chunk]:
+        """Chunks covering original bytes [start, end) (clipped at the file's end)."""
+        end = min(end, self.original_file_size)
+        if start >= end:
+            return []
+        first = start // self.original_chunk_size
+        last = (end - 1) // self.original_chunk_size
+        return [self.chunk(i) for i in range(first, min(last, self.chunk_count - 1) + 1)]
+
+    def chunk_for_transformed_position(self, position: int) -> int:
+        return bisect_right(self._positions, position) - 1
+
+    def to_dict(self) -> dict:
+        d = {"type": self.kind, "originalChunkSize": self.original_chunk_size,
+             "originalFileSize": self.original_file_size}
+        if self.kind == "fixed":
+            d["transformedChunkSize"] = self.fixed_transformed_chunk_size
+            d["finalTransformedChunkSize"] = self.transformed_sizes[-1] if self.transformed_sizes else 0
+        else:
+            table = _encode_chunk_sizes(list(self.transformed_sizes))
+            import zstandard
+            comp = zstandard.ZstdCompressor(write_content_size=True).compress(table)
+            d["transformedChunks"] = base64.b64encode(comp).decode("ascii")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping, location: str | None = None) -> "ChunkIndex":
+        def req(name, typ=int):
+            if name not in d:
+                raise SegmentFormatError(f"manifest chunkIndex misses required field {name!r}",
+                                         location=location)
+            v = d[name]
+            if typ is int and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= _INT32_MAX):
+                raise SegmentFormatError(
+                    f"manifest chunkIndex field {name!r} must be a non-negative int32, got {v!r}",
+                    location=location)
+            if typ is str and not isinstance(v, str):
+                raise SegmentFormatError(f"manifest chunkIndex field {name!r} must be a string",
+                                         location=location)
+            return v
+        kind = d.get("type")
+        ocs = req("originalChunkSize")
+        ofs = req("originalFileSize")
+        if ocs <= 0:
+            raise SegmentFormatError("manifest chunkIndex originalChunkSize must be positive",
+                                     location=location)
+        if kind == "fixed":
+            return cls.fixed(ocs, ofs, req("transformedChunkSize"), req("finalTransformedChunkSize"))
+        if kind == "variable":
+            text = req("transformedChunks", str)
+            try:
+                comp = base64.b64decode(text, validate=True)
+            except ValueError:
+                raise SegmentFormatError("manifest transformedChunks is not valid base64",
+                                         location=location) from None
+            import zstandard
+            try:
+                # The plugin writes the content size; the cap mirrors its sanity limit.
+                table = zstandard.ZstdDecompressor().decompress(comp, max_output_size=MAX_CHUNK_TABLE_SIZE)
+            except zstandard.ZstdError as exc:
+                raise SegmentFormatError(f"manifest transformedChunks: zstd error {exc}",
+                                         location=location) from None
+            sizes = _decode_chunk_sizes(table, location)
+            expected = max(1, -(-ofs // ocs))
+            if len(sizes) != expected:
+                raise SegmentFormatError(
+                    f"manifest transformedChunks has {len(sizes)} chunks, expected {expected} for "
+                    f"originalFileSize {ofs} / originalChunkSize {ocs}", location=location)
+            if any(s < 0 for s in sizes):
+                raise SegmentFormatError("manifest transformedChunks holds a negative size",
+                                         location=location)
+            return cls("variable", ocs, ofs, tuple(sizes))
+        raise SegmentFormatError(
+            f"manifest chunkIndex type {kind!r} is not 'fixed' or 'variable'", location=location)
+
+
+# --------------------------------------------------------------------------------------------
+# segment indexes and manifest
+
+@dataclass(frozen=True)
+class SegmentIndex:
+    position: int
+    size: int
+
+    @property
+    def range(self) -> tuple[int, int]:
+        """Half-open byte range inside the ``.indexes`` object."""
+        return self.position, self.position + self.size
+
+
+@dataclass(frozen=True)
+class SegmentIndexes:
+    offset: SegmentIndex
+    timestamp: SegmentIndex
+    producer_snapshot: SegmentIndex
+    leader_epoch: SegmentIndex
+    transaction: SegmentIndex | None = None
+
+    _JSON = (("offset", "offset"), ("timestamp", "timestamp"),
+             ("producerSnapshot", "producer_snapshot"), ("leaderEpoch", "leader_epoch"),
+             ("transaction", "transaction"))
+
+    def get(self, name: str) -> SegmentIndex | None:
+        """By JSON name (``offset``, ``timestamp``, ``producerSnapshot``, ``leaderEpoch``,
+        ``transaction``) or attribute name."""
+        for jname, attr in self._JSON:
+            if name in (jname, attr):
+                return getattr(self, attr)
+        raise KeyError(f"unknown index {name!r}; valid: {', '.join(j for j, _ in self._JSON)}")
+
+    def to_dict(self) -> dict:
+        out = {}
+        for jname, attr in self._JSON:
+            idx = getattr(self, attr)
+            out[jname] = None if idx is None else {"position": idx.position, "size": idx.size}
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping, location: str | None = None) -> "SegmentIndexes":
+        if not isinstance(d, Mapping):
+            raise SegmentFormatError("manifest segmentIndexes is not an object", location=location)
+        vals = {}
+        for jname, attr in cls._JSON:
+            v = d.get(jname)
+            if v is None:
+                if jname != "transaction":
+                    raise SegmentFormatError(f"manifest segmentIndexes misses {jname!r}",
+                                             location=location)
+                vals[attr] = None
+                continue
+            try:
+                pos, size = v["position"], v["size"]
+            except (TypeError, KeyError):
+                raise SegmentFormatError(
+                    f"manifest segmentIndexes.{jname} needs 'position' and 'size'",
+                    location=location) from None
+            for n, x in (("position", pos), ("size", size)):
+                if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= _INT32_MAX:
+                    raise SegmentFormatError(
+                        f"manifest segmentIndexes.{jname}.{n} must be a non-negative int32, got {x!r}",
+                        location=location)
+            vals[attr] = SegmentIndex(pos, size)
+        return cls(**vals)
+
+
+@dataclass(frozen=True)
+class EncryptionMetadata:
+    """``encryption`` of the manifest: the data key, RSA-encrypted as ``{keyPairId}:{base64}``,
+    and the AES-GCM AAD.  ``repr`` shows only the key pair id."""
+    data_key: str = field(repr=False)
+    aad: bytes = field(repr=False)
+
+    @property
+    def key_id(self) -> str:
+        return self.data_key.split(":", 1)[0] if ":" in self.data_key else "<malformed>"
+
+    def __repr__(self) -> str:
+        return f"EncryptionMetadata(key_id={self.key_id!r})"
+
+
+@dataclass(frozen=True)
+class SegmentManifest:
+    chunk_index: ChunkIndex
+    segment_indexes: SegmentIndexes
+    compression: bool
+    encryption: EncryptionMetadata | None = None
+    # Written by the plugin for humans (READ_ONLY in Jackson); kept as-is when read.
+    remote_log_segment_metadata: dict | None = field(default=None, compare=False)
+
+    def to_json(self) -> bytes:
+        d = {"chunkIndex": self.chunk_index.to_dict(),
+             "segmentIndexes": self.segment_indexes.to_dict(),
+             "compression": self.compression}
+        if self.encryption is not None:
+            d["encryption"] = {"dataKey": self.encryption.data_key,
+                               "aad": base64.b64encode(self.encryption.aad).decode("ascii")}
+        if self.remote_log_segment_metadata is not None:
+            d["remoteLogSegmentMetadata"] = self.remote_log_segment_metadata
+        return json.dumps(d, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes, *, location: str | None = None) -> "SegmentManifest":
+        try:
+            d = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            pos = getattr(exc, "pos", None)
+            raise SegmentFormatError(
+                "manifest is not valid JSON" + (f" (byte position {pos})" if pos is not None else ""),
+                location=location) from None
+        if not isinstance(d, dict):
+            raise SegmentFormatError("manifest is not a JSON object", location=location)
+        for req in ("chunkIndex", "segmentIndexes", "compression"):
+            if req not in d:
+                raise SegmentFormatError(f"manifest misses required field {req!r}", location=location)
+        if not isinstance(d["compression"], bool):
+            raise SegmentFormatError("manifest field 'compression' must be a boolean", location=location)
+        if not isinstance(d["chunkIndex"], dict):
+            raise SegmentFormatError("manifest chunkIndex is not an object", location=location)
+        enc = d.get("encryption")
+        encryption = None
+        if enc is not None:
+            if not isinstance(enc, dict) or not isinstance(enc.get("dataKey"), str) \
+                    or not isinstance(enc.get("aad"), str):
+                raise SegmentFormatError("manifest encryption needs string 'dataKey' and 'aad'",
+                                         location=location)
+            try:
+                aad = base64.b64decode(enc["aad"], validate=True)
+            except ValueError:
+                raise SegmentFormatError("manifest encryption.aad is not base64", location=location) from None
+            encryption = EncryptionMetadata(enc["dataKey"], aad)
+        return cls(ChunkIndex.from_dict(d["chunkIndex"], location),
+                   SegmentIndexes.from_dict(d["segmentIndexes"], location),
+                   d["compression"], encryption, d.get("remoteLogSegmentMetadata"))
+
+
+def remote_log_segment_metadata_json(*, topic: str, topic_id: str, partition: int, segment_id: str,
+                                     start_offset: int, end_offset: int, max_timestamp_ms: int,
+                                     broker_id: int, event_timestamp_ms: int,
+                                     segment_leader_epochs: Mapping[int, int]) -> dict:
+    """The informational ``remoteLogSegmentMetadata`` block the plugin adds to its manifests."""
+    return {
+        "remoteLogSegmentId": {"topicIdPartition": {"topicId": topic_id,
+                                                    "topicPartition": {"topic": topic, "partition": partition}},
+                               "id": segment_id},
+        "startOffset": start_offset, "endOffset": end_offset, "maxTimestampMs": max_timestamp_ms,
+        "brokerId": broker_id, "eventTimestampMs": event_timestamp_ms,
+        "segmentLeaderEpochs": {str(k): v for k, v in segment_leader_epochs.items()},
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# writer side
+
+def transform_chunks(data: bytes, chunk_size: int, compression: bool) -> tuple[bytes, ChunkIndex]:
+    """Cut ``data`` into chunks of ``chunk_size`` and transform each as the plugin does.
+
+    Without compression the object is the data itself and the index is ``fixed``; with it each
+    chunk becomes its own zstd frame (content size recorded) and the index is ``variable``.
+    Encryption is not written by this project.
+    """
+    if chunk_size <= 0:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    n = len(data)
+    if n > _INT32_MAX:
+        raise ValueError(f"Aiven's format holds segments below 2 GiB, got {n} bytes")
+    if not compression:
+        last = n - (-(-n // chunk_size) - 1) * chunk_size if n else 0
+        return bytes(data), ChunkIndex.fixed(chunk_size, n, chunk_size, last)
+    import zstandard
+    cctx = zstandard.ZstdCompressor(write_content_size=True)
+    mv = memoryview(data)
+    parts = [cctx.compress(mv[i:i + chunk_size]) for i in range(0, n, chunk_size)] or [cctx.compress(b"")]
+    return b"".join(parts), ChunkIndex("variable", chunk_size, n, tuple(len(p) for p in parts))
+
+
+def build_indexes(offset: bytes, timestamp: bytes, producer_snapshot: bytes, leader_epoch: bytes,
+                  transaction: bytes | None) -> tuple[bytes, SegmentIndexes]:
+    """Concatenate the indexes in the plugin's order into the ``.indexes`` blob.
+
+    ``leader_epoch`` is the leader-epoch checkpoint text Kafka hands the RSM; ``transaction`` is
+    None when the segment has no ``.txnindex``.
+    """
+    blobs = [offset, timestamp, producer_snapshot, leader_epoch]
+    if transaction is not None:
+        blobs.append(transaction)
+    pos = 0
+    entries = []
+    for b in blobs:
+        entries.append(SegmentIndex(pos, len(b)))
+        pos += len(b)
+    if transaction is None:
+        entries.append(None)
+    return b"".join(bytes(b) for b in blobs), SegmentIndexes(*entries)
+
+
+# --------------------------------------------------------------------------------------------
+# reader side
+
+def require_readable(manifest: SegmentManifest, location: str | None = None) -> None:
+    """Refuse what this reader cannot detransform, naming what is missing."""
+    if manifest.encryption is not None:
+        raise SegmentFormatError(
+            f"segment is encrypted with key pair id {manifest.encryption.key_id!r}; reading it needs "
+            "that key pair's private key (the plugin's encryption.key.pair.id / encryption.key.pairs "
+            "configuration), which this reader does not support", location=location)
+
+
+def decompress_chunk(data: bytes, chunk: Chunk, location: str | None = None) -> bytes:
+    """zstd-decompress one transformed chunk, checking it yields exactly its original size."""
+    import zstandard
+    if len(data) != chunk.transformed_size:
+        raise SegmentFormatError(
+            f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: got "
+            f"{len(data)} bytes, the chunk index says {chunk.transformed_size}", location=location)
+    try:
+        # Stream-decode with a cap: frames written by other zstd bindings may omit the size.
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        out = dobj.decompress(data)
+        complete = dobj.eof and not dobj.unused_data
+    except zstandard.ZstdError as exc:
+        raise SegmentFormatError(
+            f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: "
+            f"zstd error {exc}", location=location) from None
+    if not complete:
+        raise SegmentFormatError(
+            f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: "
+            "not exactly one complete zstd frame", location=location)
+    if len(out) != chunk.original_size:
+        raise SegmentFormatError(
+            f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: "
+            f"decompressed to {len(out)} bytes, expected {chunk.original_size}", location=location)
+    return out

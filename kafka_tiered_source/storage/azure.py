@@ -1,0 +1,104 @@
+"""The ``azure`` fetcher: Azure Blob Storage through adlfs (and its azure-storage-blob client).
+
+Credentials: ``remote.storage.azure.connection.string``, or ``.account.name`` with
+``.account.key`` / ``.sas.token`` (anonymous otherwise); ``.endpoint`` points at Azurite or a
+private endpoint.  adlfs builds and owns the async service client; the ranged download is issued
+here with the SDK's retries off (``retry_total=0``) and our timeouts, so every attempt is seen.
+Parts up to 32 MiB are one GET (the SDK's ``max_single_get_size``).
+"""
+from __future__ import annotations
+
+from ..errors import RemoteTimeout
+from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
+
+
+class AzureFetcher(ObjectStoreFetcher):
+    backend = "azure"
+    requires = ("adlfs", "azure.storage.blob")
+
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        self._container = self.config.require("remote.storage.azure.container")
+        self._fs = None
+
+    def _filesystem(self):
+        if self._fs is None:
+            import adlfs
+            c = self.config
+            conn = c.option("remote.storage.azure.connection.string")
+            name = c.option("remote.storage.azure.account.name")
+            endpoint = c.option("remote.storage.azure.endpoint")
+            key = c.option("remote.storage.azure.account.key")
+            sas = c.option("remote.storage.azure.sas.token")
+            if not conn and endpoint:
+                if not name:
+                    c.require("remote.storage.azure.account.name")
+                proto = "http" if endpoint.startswith("http://") else "https"
+                conn = f"DefaultEndpointsProtocol={proto};AccountName={name};BlobEndpoint={endpoint.rstrip('/')};"
+                if key:
+                    conn += f"AccountKey={key};"
+                elif sas:
+                    conn += f"SharedAccessSignature={sas.lstrip('?')};"
+            if conn:
+                fs = adlfs.AzureBlobFileSystem(connection_string=conn, skip_instance_cache=True)
+            else:
+                c.require("remote.storage.azure.account.name")
+                fs = adlfs.AzureBlobFileSystem(account_name=name, account_key=key, sas_token=sas,
+                                               skip_instance_cache=True)
+            with self._lock:
+                if self._fs is None:
+                    self._fs = fs
+        return self._fs
+
+    def _location(self, key: str) -> str:
+        name = self.config.option("remote.storage.azure.account.name") or "account"
+        return f"az://{name}/{self._container}/{key}"
+
+    async def _aget(self, fs, key, start, end):
+        c = self.config
+        async with fs.service_client.get_blob_client(container=self._container, blob=key) as bc:
+            stream = await bc.download_blob(
+                offset=start, length=None if end is None else end - start, max_concurrency=1,
+                retry_total=0, connection_timeout=c.connect_timeout_ms / 1000.0,
+                read_timeout=c.read_timeout_ms / 1000.0)
+            return await stream.readall()
+
+    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+        from azure.core.exceptions import (ClientAuthenticationError, HttpResponseError,
+                                           ResourceNotFoundError, ServiceRequestError,
+                                           ServiceRequestTimeoutError, ServiceResponseError,
+                                           ServiceResponseTimeoutError)
+        from fsspec.asyn import sync
+        location = self._location(key)
+        fs = self._filesystem()
+        try:
+            return sync(fs.loop, self._aget, fs, key, start, end)
+        except ResourceNotFoundError as exc:
+            mapped = classify_status(404, getattr(exc, "error_code", None), "", location=location,
+                                     backend=self.backend)
+            raise mapped from None
+        except ClientAuthenticationError:
+            raise classify_status(403, "AuthenticationFailed", "", location=location,
+                                  backend=self.backend) from None
+        except HttpResponseError as exc:
+            status = exc.status_code or 0
+            code = getattr(exc, "error_code", None)   # a StorageErrorCode enum (str subclass)
+            code = str(getattr(code, "value", code)) if code is not None else None
+            mapped = classify_status(status, code, str(exc.reason or ""), location=location,
+                                     backend=self.backend)
+            if mapped is None:
+                return b""
+            raise mapped from None
+        except (ServiceRequestTimeoutError, ServiceResponseTimeoutError) as exc:
+            kind = "connect" if isinstance(exc, ServiceRequestTimeoutError) else "read"
+            ms = self.config.connect_timeout_ms if kind == "connect" else self.config.read_timeout_ms
+            raise RemoteTimeout(f"{kind} timeout after {ms} ms", location=location,
+                                backend=self.backend) from None
+        except (ServiceRequestError, ServiceResponseError, OSError) as exc:
+            raise RemoteConnectionError(f"connection failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"AzureFetcher(account={c.option('remote.storage.azure.account.name')!r}, "
+                f"container={self._container!r}, layout={c.layout!r}, prefix={c.prefix!r})")

@@ -1,0 +1,486 @@
+"""``RemoteStorageFetcher``: the consumer side of KIP-1254, in Python.
+
+A fetcher reads byte ranges of a tiered segment's ``.log`` data.  It is built from a frozen
+:class:`~.config.FetcherConfig` (plus an optional :class:`~.observer.FetchObserver`) and pickles
+by rebuilding from those, so it can be shipped to Spark executors; network clients are created
+lazily, per process, on first use.
+
+Ranges are half-open ``[start, end)`` positions in the *original* segment bytes; ``end=None``
+reads to the end.  **A range past the end of the segment returns what exists** (possibly
+nothing), on every backend: the caller learns the real size from the returned length.
+
+Subclasses (one per backend) implement :meth:`ObjectStoreFetcher._get_object_range`, a single
+ranged GET that maps its failures onto the error table below; this class adds the layouts
+(Aiven manifests and chunked/compressed segments included), splitting, coalescing, concurrency,
+retries with back-off, and the observer calls.
+
+Error table (one GET attempt):
+
+=========================  ==============================  =========
+storage answer             raised                          retried
+=========================  ==============================  =========
+404 / no such key          RemoteObjectNotFound             no
+403 / access denied        RemoteAccessDenied               no
+429, 503 SlowDown, ...     RemoteThrottled                  yes
+other 5xx                  RemoteServerError                yes
+connection refused/reset   RemoteConnectionError            yes
+connect/read timeout       RemoteTimeout                    no (the reader falls back to the broker)
+416 (start past the end)   returns b""                      --
+=========================  ==============================  =========
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
+
+from ..errors import (RemoteAccessDenied, RemoteObjectNotFound, RemoteServerError, RemoteStorageError,
+                      RemoteThrottled, RemoteTimeout, SegmentFormatError)
+from . import aiven
+from .config import FetcherConfig
+from .layouts import AivenLayout, KafkaLocalTieredLayout, TemplateLayout
+from .observer import FetchObserver
+
+log = logging.getLogger(__name__)
+
+
+class RemoteConnectionError(RemoteStorageError):
+    """The storage could not be reached (refused, reset, DNS) after all retries."""
+
+    retriable = True
+
+
+# Error classes a retry may cure.  Timeouts are deliberately absent: a slow store is better
+# left to the broker fallback than waited on again.
+RETRIABLE = (RemoteThrottled, RemoteServerError, RemoteConnectionError)
+
+# Error codes (S3 / GCS / Azure names) that mean "slow down".
+THROTTLE_CODES = frozenset({
+    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
+    "TooManyRequests", "TooManyRequestsException", "RequestThrottled", "ProvisionedThroughputExceededException",
+    "ServerBusy", "rateLimitExceeded", "userRateLimitExceeded", "EgressIsOverAccountLimit",
+    "IngressIsOverAccountLimit", "OperationTimedOut",
+})
+
+
+def classify_status(status: int, code: str | None, message: str, *, location: str,
+                    backend: str) -> RemoteStorageError | None:
+    """Map an HTTP status (+ storage error code) to the error table; None for 416."""
+    if status == 416:
+        return None
+    if status == 404 or code in ("NoSuchKey", "NotFound", "BlobNotFound", "NoSuchBucket",
+                                 "ContainerNotFound", "ResourceNotFound"):
+        return RemoteObjectNotFound(f"object not found ({status} {code or ''})".rstrip(),
+                                    location=location, backend=backend)
+    if status in (401, 403) or code in ("AccessDenied", "AuthorizationFailure",
+                                        "AuthenticationFailed", "InvalidAccessKeyId",
+                                        "SignatureDoesNotMatch", "AuthorizationPermissionMismatch"):
+        return RemoteAccessDenied(f"access denied ({status} {code or ''})".rstrip(),
+                                  location=location, backend=backend)
+    if status == 429 or (code in THROTTLE_CODES) or (status == 503 and (code is None or "slow" in message.lower() or code in THROTTLE_CODES)):
+        return RemoteThrottled(f"throttled ({status} {code or ''})".rstrip(), location=location,
+                               backend=backend)
+    if status >= 500:
+        return RemoteServerError(f"server error ({status} {code or ''})".rstrip(), location=location,
+                                 backend=backend)
+    return RemoteStorageError(f"unexpected answer {status} {code or ''}".rstrip(), location=location,
+                              backend=backend)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One GET: object bytes [obj_start, obj_end) giving original bytes from orig_start.
+    ``chunks`` is set for compressed Aiven segments (the GET covers these whole chunks)."""
+    obj_start: int
+    obj_end: int | None
+    orig_start: int
+    orig_len: int | None
+    chunks: tuple = ()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How to read one segment: its object, its original size (None: unknown) and chunking."""
+    key: str
+    size: int | None
+    chunk_index: aiven.ChunkIndex | None = None   # set only when chunks must be detransformed
+
+
+class RemoteStorageFetcher:
+    """Base of every fetcher (the interface the reader uses).
+
+    ``fetch_log_segment(segment, start, end=None)`` returns a bytes-like object (a memoryview)
+    with original segment bytes ``[start, end)``; ``fetch_ranges(segment, ranges)`` returns one
+    per range, in order; ``iter_log_segment`` streams parts in order with bounded memory.
+    """
+
+    backend = "custom"
+
+    def __init__(self, config: FetcherConfig | None = None, observer: FetchObserver | None = None):
+        self.config = config if config is not None else FetcherConfig()
+        self.observer = observer
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    # Rebuild from constructor arguments: clients, pools and caches never travel.
+    def __reduce__(self):
+        return (self.__class__, (self.config, self.observer))
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"{self.__class__.__name__}(layout={c.layout!r}, prefix={c.prefix!r}, "
+                f"part_size={c.part_size}, concurrency={c.concurrency})")
+
+    # -- the interface -----------------------------------------------------------------------
+    def fetch_log_segment(self, segment, start: int = 0, end: int | None = None):
+        return self.fetch_ranges(segment, [(start, end)])[0]
+
+    def fetch_ranges(self, segment, ranges: Sequence[tuple[int, int | None]]) -> list:
+        raise NotImplementedError
+
+    def iter_log_segment(self, segment, start: int = 0, end: int | None = None) -> Iterator:
+        yield self.fetch_log_segment(segment, start, end)
+
+    def fetch_index(self, segment, index: str) -> bytes | None:
+        """A segment index (``offset``, ``timestamp``, ``producer_snapshot``, ``leader_epoch``,
+        ``transaction``); None when the segment has none of that kind."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.config.concurrency,
+                                                thread_name_prefix=f"kts-fetch-{self.backend}")
+            return self._pool
+
+    def _report(self, location, nbytes, latency, error_type, throttled_s) -> None:
+        if self.observer is None:
+            return
+        try:
+            self.observer.on_request(self.backend, location, nbytes, latency, error_type, throttled_s)
+        except Exception:   # a metrics bug must not fail a read
+            log.warning("fetch observer %r failed", self.observer, exc_info=True)
+
+
+def _check_range(start: int, end: int | None) -> None:
+    if not isinstance(start, int) or start < 0:
+        raise ValueError(f"range start must be an int >= 0, got {start!r}")
+    if end is not None and (not isinstance(end, int) or end < start):
+        raise ValueError(f"range end must be None or an int >= start ({start}), got {end!r}")
+
+
+class ObjectStoreFetcher(RemoteStorageFetcher):
+    """A fetcher over an object store with ranged GETs; subclasses provide one GET."""
+
+    #: Python modules the backend needs, checked by the registry for a clear install hint.
+    requires: tuple[str, ...] = ()
+
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        c = self.config
+        if c.layout == "aiven":
+            self.layout = AivenLayout(c.prefix)
+        elif c.layout == "kafka-local-tiered":
+            self.layout = KafkaLocalTieredLayout(c.prefix, c.padded_offsets)
+        else:
+            self.layout = TemplateLayout(c.template or "", c.prefix)
+        self._manifests: OrderedDict[str, aiven.SegmentManifest] = OrderedDict()
+        self._local = threading.local()
+
+    # -- backend edge ------------------------------------------------------------------------
+    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+        """One ranged GET of object bytes [start, end) (end None: to the end).  Returns fewer
+        bytes when the object is shorter, b"" when start is past its end.  Raises the error
+        table's classes; never retries."""
+        raise NotImplementedError
+
+    def _location(self, key: str) -> str:
+        """A human, secret-free name of the object for errors and observers."""
+        return key
+
+    # -- retries -----------------------------------------------------------------------------
+    def _get(self, key: str, start: int, end: int | None) -> bytes:
+        if end is not None and end <= start:
+            return b""
+        c = self.config
+        location = self._location(key)
+        attempt = 0
+        while True:
+            attempt += 1
+            t0 = time.monotonic()
+            try:
+                data = self._get_object_range(key, start, end)
+            except RemoteStorageError as exc:
+                latency = time.monotonic() - t0
+                retry = isinstance(exc, RETRIABLE) and attempt < c.retry_max_attempts
+                sleep = self._backoff(attempt) if retry else 0.0
+                self._report(location, 0, latency, type(exc).__name__,
+                             sleep if isinstance(exc, RemoteThrottled) else 0.0)
+                if not retry:
+                    raise
+                log.debug("retrying GET of %s after %s (attempt %d), sleeping %.3fs",
+                          location, type(exc).__name__, attempt, sleep)
+                time.sleep(sleep)
+                continue
+            self._report(location, len(data), time.monotonic() - t0, None, 0.0)
+            return data
+
+    def _backoff(self, attempt: int) -> float:
+        # "Equal jitter": half fixed, half random, so clients spread out yet always wait.
+        c = self.config
+        cap = min(c.retry_backoff_max_ms, c.retry_backoff_ms * (2 ** (attempt - 1))) / 1000.0
+        return cap / 2 + random.uniform(0, cap / 2)
+
+    # -- layouts -----------------------------------------------------------------------------
+    def manifest(self, segment) -> aiven.SegmentManifest:
+        """The segment's Aiven manifest, cached per fetcher (LRU, ``fetch.remote.manifest.cache.size``)."""
+        key = self.layout.key(segment, aiven.SUFFIX_MANIFEST)
+        with self._lock:
+            m = self._manifests.get(key)
+            if m is not None:
+                self._manifests.move_to_end(key)
+                return m
+        m = aiven.SegmentManifest.from_json(bytes(self._get(key, 0, None)), location=self._location(key))
+        with self._lock:
+            self._manifests[key] = m
+            while len(self._manifests) > self.config.manifest_cache_size:
+                self._manifests.popitem(last=False)
+        return m
+
+    def _plan(self, segment) -> _Plan:
+        if isinstance(self.layout, AivenLayout):
+            m = self.manifest(segment)
+            key = self.layout.key(segment, aiven.SUFFIX_LOG)
+            aiven.require_readable(m, self._location(key))
+            ci = m.chunk_index
+            return _Plan(key, ci.original_file_size, ci if m.compression else None)
+        return _Plan(self.layout.log_key(segment), segment.size_bytes)
+
+    def fetch_index(self, segment, index: str) -> bytes | None:
+        if isinstance(self.layout, AivenLayout):
+            m = self.manifest(segment)
+            entry = m.segment_indexes.get(index)
+            if entry is None:
+                return None
+            key = self.layout.key(segment, aiven.SUFFIX_INDEXES)
+            aiven.require_readable(m, self._location(key))
+            data = bytes(self._get(key, entry.position, entry.position + entry.size))
+            if len(data) != entry.size:
+                raise SegmentFormatError(
+                    f"index {index} at byte position {entry.position}: object holds {len(data)} of "
+                    f"its {entry.size} bytes", location=self._location(key), backend=self.backend)
+            return data
+        key = self.layout.index_key(segment, index)
+        try:
+            return bytes(self._get(key, 0, None))
+        except RemoteObjectNotFound:
+            if index == "transaction":   # optional in Kafka's fileset
+                return None
+            raise
+
+    # -- reading -----------------------------------------------------------------------------
+    def fetch_ranges(self, segment, ranges: Sequence[tuple[int, int | None]]) -> list:
+        ranges = [(s, e) for s, e in ranges]
+        for s, e in ranges:
+            _check_range(s, e)
+        if not ranges:
+            return []
+        plan = self._plan(segment)
+        if plan.size is not None:
+            ranges = [(min(s, plan.size), plan.size if e is None else min(e, plan.size)) for s, e in ranges]
+        groups = self._groups(ranges, plan)
+        buffers = self._read_groups(plan, groups)
+        out = []
+        for s, e in ranges:
+            for (gs, ge), (buf, filled) in zip(groups, buffers):
+                if gs <= s and (ge is None or (e is not None and e <= ge)):
+                    lo = min(s - gs, filled)
+                    hi = filled if e is None else min(e - gs, filled)
+                    out.append(memoryview(buf)[lo:hi])
+                    break
+            else:   # pragma: no cover - groups always cover every range
+                raise AssertionError(f"range [{s}, {e}) not covered by {groups}")
+        return out
+
+    def iter_log_segment(self, segment, start: int = 0, end: int | None = None) -> Iterator[memoryview]:
+        """Yield ``[start, end)`` as consecutive pieces, in order, with at most
+        ``concurrency + 1`` parts in memory."""
+        _check_range(start, end)
+        plan = self._plan(segment)
+        if plan.size is not None:
+            end = plan.size if end is None else min(end, plan.size)
+            start = min(start, end)
+        parts = self._parts(plan, start, end)
+        if len(parts) == 1:
+            p = parts[0]
+            data = self._read_part(plan, p)
+            hi = len(data) if end is None else min(len(data), end - p.orig_start)
+            yield memoryview(data)[start - p.orig_start:max(hi, start - p.orig_start)]
+            return
+        pool = self._executor()
+        window = max(1, self.config.concurrency)
+        futures = []
+        it = iter(parts)
+        for p in it:
+            futures.append((p, pool.submit(self._read_part, plan, p)))
+            if len(futures) >= window:
+                break
+        try:
+            while futures:
+                p, fut = futures.pop(0)
+                data = fut.result()
+                nxt = next(it, None)
+                if nxt is not None:
+                    futures.append((nxt, pool.submit(self._read_part, plan, nxt)))
+                lo = max(start - p.orig_start, 0)
+                hi = len(data) if end is None else min(len(data), end - p.orig_start)
+                if hi > lo:
+                    yield memoryview(data)[lo:hi]
+                if p.orig_len is not None and len(data) < p.orig_len:
+                    return   # the object ended early: nothing further exists
+        finally:
+            for _, fut in futures:
+                fut.cancel()
+
+    # -- planning ----------------------------------------------------------------------------
+    def _groups(self, ranges, plan: _Plan) -> list[tuple[int, int | None]]:
+        """Merge ranges closer than the coalesce gap (chunk-aligned for chunked segments)."""
+        gap = self.config.coalesce_gap
+        spans = []
+        for s, e in ranges:
+            if plan.chunk_index is not None:
+                ocs = plan.chunk_index.original_chunk_size
+                s = s // ocs * ocs
+                e = min(-(-e // ocs) * ocs, plan.size)
+            spans.append((s, e))
+        spans.sort(key=lambda r: (r[0], float("inf") if r[1] is None else r[1]))
+        groups: list[list] = []
+        for s, e in spans:
+            if groups:
+                gs, ge = groups[-1]
+                if ge is None or s <= ge + gap:
+                    groups[-1][1] = None if (ge is None or e is None) else max(ge, e)
+                    continue
+            groups.append([s, e])
+        return [tuple(g) for g in groups]
+
+    def _parts(self, plan: _Plan, start: int, end: int | None) -> list[_Part]:
+        size = self.config.part_size
+        ci = plan.chunk_index
+        if ci is None:
+            if end is None:
+                return [_Part(start, None, start, None)]
+            if end <= start:
+                return [_Part(start, start, start, 0)]
+            return [_Part(p, min(p + size, end), p, min(p + size, end) - p) for p in range(start, end, size)]
+        chunks = ci.chunks_for_range(start, ci.original_file_size if end is None else end)
+        parts, run, run_bytes = [], [], 0
+        for ch in chunks:
+            if run and run_bytes + ch.transformed_size > size:
+                parts.append(self._chunk_part(run))
+                run, run_bytes = [], 0
+            run.append(ch)
+            run_bytes += ch.transformed_size
+        if run:
+            parts.append(self._chunk_part(run))
+        return parts or [_Part(0, 0, start, 0)]
+
+    @staticmethod
+    def _chunk_part(run) -> _Part:
+        first, last = run[0], run[-1]
+        return _Part(first.transformed_position, last.transformed_position + last.transformed_size,
+                     first.original_position,
+                     last.original_position + last.original_size - first.original_position, tuple(run))
+
+    def _read_part(self, plan: _Plan, part: _Part):
+        data = self._get(plan.key, part.obj_start, part.obj_end)
+        if not part.chunks:
+            return data
+        location = self._location(plan.key)
+        if len(data) != part.obj_end - part.obj_start:
+            raise SegmentFormatError(
+                f"object ends at byte position {part.obj_start + len(data)}, the manifest's chunk "
+                f"index expects {part.obj_end}", location=location, backend=self.backend)
+        out = bytearray(part.orig_len)
+        mv = memoryview(data)
+        pos = 0
+        for ch in part.chunks:
+            rel = ch.transformed_position - part.obj_start
+            out[pos:pos + ch.original_size] = aiven.decompress_chunk(mv[rel:rel + ch.transformed_size], ch, location)
+            pos += ch.original_size
+        return out
+
+    def _read_into(self, plan: _Plan, part: _Part, buf: bytearray, rel: int) -> int:
+        data = self._read_part(plan, part)
+        n = min(len(data), len(buf) - rel, part.orig_len if part.orig_len is not None else len(data))
+        buf[rel:rel + n] = memoryview(data)[:n]
+        return len(data)
+
+    def _read_groups(self, plan: _Plan, groups) -> list[tuple[object, int]]:
+        """Read every group; returns (buffer, valid length) per group.
+
+        A group of several parts gets one preallocated buffer that the worker threads fill in
+        place, so memory stays at the result plus at most ``concurrency`` parts in flight.
+        """
+        plans = [self._parts(plan, gs, ge) for gs, ge in groups]
+        if len(plans) == 1 and len(plans[0]) == 1:
+            data = self._read_part(plan, plans[0][0])
+            lo = groups[0][0] - plans[0][0].orig_start
+            return [(data, len(data))] if lo == 0 else [(memoryview(data)[lo:], max(len(data) - lo, 0))]
+        pool = self._executor()
+        jobs = []   # (group index, part, buffer or None, future)
+        buffers: list = []
+        for (gs, ge), parts in zip(groups, plans):
+            if len(parts) == 1 and parts[0].orig_start == gs:
+                buffers.append(None)
+                jobs.append((len(buffers) - 1, parts[0], pool.submit(self._read_part, plan, parts[0])))
+                continue
+            # several parts (ge is known: open-ended reads are always a single part)
+            start = parts[0].orig_start
+            buf = bytearray(parts[-1].orig_start + (parts[-1].orig_len or 0) - start)
+            buffers.append((buf, start))
+            for p in parts:
+                jobs.append((len(buffers) - 1, p, pool.submit(self._read_into, plan, p, buf, p.orig_start - start)))
+        results: dict[int, list] = {i: [] for i in range(len(groups))}
+        try:
+            for gi, p, fut in jobs:
+                results[gi].append((p, fut.result()))
+        finally:
+            for _, _, fut in jobs:
+                fut.cancel()
+        out = []
+        for gi, (gs, ge) in enumerate(groups):
+            if buffers[gi] is None:
+                data = results[gi][0][1]
+                out.append((data, len(data)))
+                continue
+            buf, start = buffers[gi]
+            filled = 0
+            for p, n in results[gi]:
+                if p.orig_start - start != filled:   # an earlier part came back short: the object ended
+                    break
+                filled = p.orig_start - start + min(n, p.orig_len if p.orig_len is not None else n)
+            lo = gs - start
+            out.append((memoryview(buf)[lo:], max(filled - lo, 0)))
+        return out

@@ -1,0 +1,56 @@
+"""The ``fsspec`` fetcher: any URL fsspec knows (``file://``, ``memory://``, ``http(s)://`` ...).
+
+``remote.storage.fsspec.url`` is the root; object keys from the layout are joined under it.
+"""
+from __future__ import annotations
+
+from ..errors import RemoteAccessDenied, RemoteObjectNotFound, RemoteStorageError, RemoteTimeout
+from ..redact import redact_url
+from .fetcher import ObjectStoreFetcher
+
+
+class FsspecFetcher(ObjectStoreFetcher):
+    backend = "fsspec"
+    requires = ("fsspec",)
+
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        self._url = self.config.require("remote.storage.fsspec.url").rstrip("/")
+        self._fs = None
+
+    def _filesystem(self):
+        if self._fs is None:
+            import fsspec.core
+            with self._lock:
+                if self._fs is None:
+                    fs, root = fsspec.core.url_to_fs(self._url)
+                    self._root = root.rstrip("/")
+                    self._fs = fs
+        return self._fs
+
+    def _location(self, key: str) -> str:
+        return f"{redact_url(self._url)}/{key}"
+
+    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+        fs = self._filesystem()
+        path = f"{self._root}/{key}" if self._root else key
+        location = self._location(key)
+        try:
+            if end is None:
+                return fs.cat_file(path, start=start)
+            return fs.cat_file(path, start=start, end=end)
+        except FileNotFoundError:
+            raise RemoteObjectNotFound("object not found", location=location, backend=self.backend) from None
+        except PermissionError:
+            raise RemoteAccessDenied("access denied", location=location, backend=self.backend) from None
+        except TimeoutError:
+            raise RemoteTimeout("timed out", location=location, backend=self.backend) from None
+        except IsADirectoryError:
+            raise RemoteObjectNotFound("path is a directory, not an object", location=location,
+                                       backend=self.backend) from None
+        except OSError as exc:
+            raise RemoteStorageError(f"read failed: {type(exc).__name__}", location=location,
+                                     backend=self.backend) from None
+
+    def __repr__(self) -> str:
+        return f"FsspecFetcher(url={redact_url(self._url)!r}, layout={self.config.layout!r})"

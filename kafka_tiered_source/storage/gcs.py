@@ -1,0 +1,93 @@
+"""The ``gcs`` fetcher: Google Cloud Storage through gcsfs.
+
+gcsfs supplies the endpoint (``remote.storage.gcs.endpoint`` for an emulator), the credentials
+(``remote.storage.gcs.credentials``, gcsfs's ``token``) and the HTTP session.  The ranged GET
+itself is issued here, one attempt at a time, because gcsfs's own request wrapper retries up to
+six times with sleeps of up to 32 s — invisible to the observer and to our timeouts.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from ..errors import RemoteTimeout
+from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
+
+
+class GCSFetcher(ObjectStoreFetcher):
+    backend = "gcs"
+    requires = ("gcsfs", "aiohttp")
+
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        self._bucket = self.config.require("remote.storage.gcs.bucket")
+        self._fs = None
+
+    def _filesystem(self):
+        if self._fs is None:
+            # The plain filesystem: gcsfs.GCSFileSystem may be the "extended" one that probes
+            # bucket types over gRPC first (a 60 s stall against emulators and private endpoints).
+            from gcsfs.core import GCSFileSystem
+            c = self.config
+            kwargs = {"token": c.option("remote.storage.gcs.credentials") or "google_default"}
+            if c.option("remote.storage.gcs.project"):
+                kwargs["project"] = c.option("remote.storage.gcs.project")
+            if c.option("remote.storage.gcs.endpoint"):
+                kwargs["endpoint_url"] = c.option("remote.storage.gcs.endpoint").rstrip("/")
+            # skip_instance_cache: a fetcher owns its filesystem (and event loop usage).
+            fs = GCSFileSystem(skip_instance_cache=True, **kwargs)
+            with self._lock:
+                if self._fs is None:
+                    self._fs = fs
+        return self._fs
+
+    def _location(self, key: str) -> str:
+        return f"gs://{self._bucket}/{key}"
+
+    async def _aget(self, fs, url, headers):
+        import aiohttp
+        c = self.config
+        await fs._set_session()
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=c.connect_timeout_ms / 1000.0,
+                                        sock_read=c.read_timeout_ms / 1000.0)
+        async with fs.session.get(url, headers=headers, timeout=timeout) as r:
+            return r.status, await r.read()
+
+    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+        import aiohttp
+        from fsspec.asyn import sync
+        location = self._location(key)
+        fs = self._filesystem()
+        url = fs.url(f"{self._bucket}/{key}")
+        headers = fs._get_headers({"Range": f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"})
+        try:
+            status, body = sync(fs.loop, self._aget, fs, url, headers)
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            kind = "connect" if isinstance(exc, aiohttp.ConnectionTimeoutError) else "read"
+            ms = self.config.connect_timeout_ms if kind == "connect" else self.config.read_timeout_ms
+            raise RemoteTimeout(f"{kind} timeout after {ms} ms", location=location,
+                                backend=self.backend) from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise RemoteConnectionError(f"connection failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+        if status in (200, 206):
+            if status == 200 and (start or end is not None):
+                return body[start:] if end is None else body[start:end]
+            return body
+        code, msg = None, ""
+        try:
+            err = json.loads(body)["error"]
+            msg = str(err.get("message", ""))
+            errors = err.get("errors") or [{}]
+            code = errors[0].get("reason")
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            msg = body[:200].decode("utf-8", "replace") if body else ""
+        mapped = classify_status(status, code, msg, location=location, backend=self.backend)
+        if mapped is None:
+            return b""
+        raise mapped
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"GCSFetcher(bucket={self._bucket!r}, endpoint={c.option('remote.storage.gcs.endpoint')!r}, "
+                f"layout={c.layout!r}, prefix={c.prefix!r})")

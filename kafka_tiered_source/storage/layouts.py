@@ -1,0 +1,115 @@
+"""Where a segment's objects live: one resolver per object layout.
+
+A layout turns a :class:`~.segment.RemoteSegment` into object keys (relative to the backend's
+bucket / container / root URL).  Layouts are plain data (picklable, no I/O); the fetcher does the
+reading, including the Aiven manifest, because only it knows the backend.
+
+``aiven``
+    Aiven's tiered-storage plugin, see :mod:`.aiven`.  Custom metadata (OBJECT_PREFIX,
+    OBJECT_KEY) wins over the configured prefix.
+``kafka-local-tiered``
+    Kafka's test ``LocalTieredStorage``:
+    ``{root}/{topic}-{partition}-{topicId}/{%020d startOffset}-{segmentId}.{suffix}``.
+    Upstream history differs on the offset: recent ``RemoteLogSegmentFileset`` pads it with
+    ``LogFileUtils.filenamePrefixFromOffset`` (20 digits), older versions wrote it unpadded
+    (``padded_offsets=False``, option ``remote.storage.layout.padded.offsets=false``).
+``template``
+    A user format string with named fields, e.g.
+    ``"{prefix}{topic}/{partition}/{base_offset:020d}-{segment_id}.{suffix}"``.
+"""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+
+from ..errors import ConfigError, SegmentFormatError
+from . import aiven
+
+# Kafka's file suffixes (LogFileUtils + RemoteLogSegmentFileset) by the index names used here.
+LOCAL_TIERED_SUFFIXES = {
+    "log": "log",
+    "offset": "index",
+    "timestamp": "timeindex",
+    "transaction": "txnindex",
+    "producer_snapshot": "snapshot",
+    "leader_epoch": "leader_epoch_checkpoint",
+}
+INDEX_NAMES = ("offset", "timestamp", "producer_snapshot", "leader_epoch", "transaction")
+
+TEMPLATE_FIELDS = ("prefix", "topic", "topic_id", "partition", "base_offset", "end_offset",
+                   "segment_id", "suffix")
+
+
+def local_tiered_key(root: str, topic: str, topic_id: str, partition: int, base_offset: int,
+                     segment_id: str, suffix: str, *, padded_offsets: bool = True) -> str:
+    """``{root}/{topic}-{partition}-{topicId}/{startOffset}-{segmentId}.{suffix}``; ``suffix`` is
+    one of ``log index timeindex txnindex snapshot leader_epoch_checkpoint``."""
+    if suffix not in LOCAL_TIERED_SUFFIXES.values():
+        raise ValueError(f"unknown LocalTieredStorage suffix {suffix!r}; valid: "
+                         f"{', '.join(LOCAL_TIERED_SUFFIXES.values())}")
+    if base_offset < 0:
+        raise ValueError(f"start offset must be >= 0, got {base_offset}")
+    off = f"{base_offset:020d}" if padded_offsets else str(base_offset)
+    head = f"{root.rstrip('/')}/" if root else ""
+    return f"{head}{topic}-{partition}-{topic_id}/{off}-{segment_id}.{suffix}"
+
+
+@dataclass(frozen=True)
+class AivenLayout:
+    prefix: str = ""
+    name = "aiven"
+
+    def key(self, segment, suffix: str) -> str:
+        return aiven.segment_object_key(segment, suffix, self.prefix)
+
+
+@dataclass(frozen=True)
+class KafkaLocalTieredLayout:
+    root: str = ""
+    padded_offsets: bool = True
+    name = "kafka-local-tiered"
+
+    def log_key(self, segment) -> str:
+        return self.index_key(segment, "log")
+
+    def index_key(self, segment, index: str) -> str:
+        return local_tiered_key(self.root, segment.topic, segment.topic_id, segment.partition,
+                                segment.base_offset, segment.segment_id, LOCAL_TIERED_SUFFIXES[index],
+                                padded_offsets=self.padded_offsets)
+
+
+@dataclass(frozen=True)
+class TemplateLayout:
+    template: str
+    prefix: str = ""
+    name = "template"
+
+    def __post_init__(self):
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None]
+        except ValueError as exc:
+            raise ConfigError(f"remote.storage.layout.template is not a valid format string: {exc}",
+                              option="remote.storage.layout.template") from None
+        for f in fields:
+            base = f.split(".")[0].split("[")[0]
+            if base not in TEMPLATE_FIELDS:
+                raise ConfigError(
+                    f"remote.storage.layout.template uses unknown field {{{f}}}; valid fields: "
+                    f"{', '.join(TEMPLATE_FIELDS)}", option="remote.storage.layout.template")
+        object.__setattr__(self, "_has_suffix", "suffix" in fields)
+
+    def _render(self, segment, suffix: str) -> str:
+        return self.template.format(prefix=self.prefix, topic=segment.topic, topic_id=segment.topic_id,
+                                    partition=segment.partition, base_offset=segment.base_offset,
+                                    end_offset=segment.end_offset, segment_id=segment.segment_id,
+                                    suffix=suffix)
+
+    def log_key(self, segment) -> str:
+        return self._render(segment, "log")
+
+    def index_key(self, segment, index: str) -> str:
+        if not self._has_suffix:
+            raise SegmentFormatError(
+                f"the template layout has no {{suffix}} field, so the {index} index cannot be located",
+                location=self.log_key(segment))
+        return self._render(segment, LOCAL_TIERED_SUFFIXES[index])

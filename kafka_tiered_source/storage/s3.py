@@ -1,0 +1,86 @@
+"""The ``s3`` fetcher: boto3 ranged ``GetObject`` against AWS or any S3-compatible endpoint.
+
+Credentials come from ``remote.storage.s3.access.key.id`` / ``.secret.access.key`` /
+``.session.token`` when given, else from boto3's standard chain (env, profile, IMDS ...).
+botocore's own retries are switched off: retries, back-off and their accounting happen in
+:class:`~.fetcher.ObjectStoreFetcher`, so every GET attempt reaches the observer.
+"""
+from __future__ import annotations
+
+from ..errors import RemoteTimeout
+from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
+
+
+class S3Fetcher(ObjectStoreFetcher):
+    backend = "s3"
+    requires = ("boto3", "botocore")
+
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        self._bucket = self.config.require("remote.storage.s3.bucket")
+        self._client_obj = None
+
+    def _client(self):
+        if self._client_obj is None:
+            import boto3
+            from botocore.config import Config
+            c = self.config
+            endpoint = c.option("remote.storage.s3.endpoint")
+            path_style = c.option("remote.storage.s3.path.style.access")
+            path_style = (str(path_style).lower() == "true") if path_style is not None else bool(endpoint)
+            cfg = Config(connect_timeout=c.connect_timeout_ms / 1000.0,
+                         read_timeout=c.read_timeout_ms / 1000.0,
+                         retries={"total_max_attempts": 1, "mode": "standard"},
+                         max_pool_connections=max(10, c.concurrency * 2),
+                         s3={"addressing_style": "path" if path_style else "auto"})
+            session = boto3.session.Session(
+                aws_access_key_id=c.option("remote.storage.s3.access.key.id"),
+                aws_secret_access_key=c.option("remote.storage.s3.secret.access.key"),
+                aws_session_token=c.option("remote.storage.s3.session.token"),
+                region_name=c.option("remote.storage.s3.region"))
+            client = session.client("s3", endpoint_url=endpoint, config=cfg,
+                                    region_name=session.region_name or "us-east-1")
+            with self._lock:
+                if self._client_obj is None:
+                    self._client_obj = client
+        return self._client_obj
+
+    def _location(self, key: str) -> str:
+        return f"s3://{self._bucket}/{key}"
+
+    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+        from botocore.exceptions import (ClientError, ConnectTimeoutError, ReadTimeoutError,
+                                         EndpointConnectionError, ConnectionClosedError,
+                                         ResponseStreamingError, HTTPClientError)
+        from urllib3.exceptions import ProtocolError, ReadTimeoutError as U3ReadTimeout
+        location = self._location(key)
+        rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
+        try:
+            resp = self._client().get_object(Bucket=self._bucket, Key=key, Range=rng)
+            body = resp["Body"]
+            try:
+                return body.read()
+            finally:
+                body.close()
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            mapped = classify_status(status, err.get("Code"), str(err.get("Message") or ""),
+                                     location=location, backend=self.backend)
+            if mapped is None:
+                return b""
+            raise mapped from None
+        except (ConnectTimeoutError, ReadTimeoutError, U3ReadTimeout) as exc:
+            kind = "connect" if isinstance(exc, ConnectTimeoutError) else "read"
+            ms = self.config.connect_timeout_ms if kind == "connect" else self.config.read_timeout_ms
+            raise RemoteTimeout(f"{kind} timeout after {ms} ms", location=location,
+                                backend=self.backend) from None
+        except (EndpointConnectionError, ConnectionClosedError, ResponseStreamingError, ProtocolError,
+                HTTPClientError) as exc:
+            raise RemoteConnectionError(f"connection failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"S3Fetcher(bucket={self._bucket!r}, endpoint={c.option('remote.storage.s3.endpoint')!r}, "
+                f"layout={c.layout!r}, prefix={c.prefix!r})")

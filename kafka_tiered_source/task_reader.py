@@ -1,0 +1,187 @@
+"""Executor side: run one :class:`~kafka_tiered_source.planning.partitions.ReadTask`.
+
+For each range of the task, in order:
+
+* a :class:`RemoteRange` is read with one ranged fetch through the configured
+  ``RemoteStorageFetcher`` and decoded (offset bounds, read_committed) into Arrow;
+* a :class:`BrokerRange` is read with ordinary sessionless Fetch requests;
+* when a direct read fails (timeout, refused, object missing, throttled past the retries,
+  a manifest it cannot read) or comes back short of what the broker's hints promised, the rest
+  of that range is fetched through the broker instead — same offsets, same filter, same rows —
+  and the fallback is counted.
+
+Every batch yielded has exactly Spark's Kafka schema.  Nothing here is Spark-specific, so a
+task can be run (and tested) without Spark.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+from .errors import BrokerError, DataLossError, KafkaTieredError, RemoteStorageError
+
+log = logging.getLogger(__name__)
+
+
+class TaskReader:
+    """Reads tasks for one query.  Picklable: it travels as its options and rebuilds its
+    fetcher and broker client lazily in the process that reads."""
+
+    def __init__(self, options, metrics=None):
+        self.options = options
+        from .metrics.reader import ReaderMetrics
+        self.metrics = metrics if metrics is not None else ReaderMetrics()
+        self._fetcher = None
+        self._client = None
+
+    def __reduce__(self):
+        return (self.__class__, (self.options,))
+
+    # -- lazily built parts --------------------------------------------------------------------
+    @property
+    def fetcher(self):
+        if self._fetcher is None:
+            from .storage.registry import create_fetcher
+            self._fetcher = create_fetcher(self.options.storage, observer=self.metrics)
+        return self._fetcher
+
+    @property
+    def client(self):
+        if self._client is None:
+            if self.options.offline:
+                raise KafkaTieredError("this read has no kafka.bootstrap.servers, so nothing can be "
+                                       "fetched through a broker")
+            from .planning.planner import client_properties
+            from .protocol.client import BrokerClient
+            self._client = BrokerClient(client_properties(self.options))
+        return self._client
+
+    def close(self) -> None:
+        if self._fetcher is not None:
+            self._fetcher.close()
+            self._fetcher = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # -- reading -------------------------------------------------------------------------------
+    def read(self, task) -> Iterator:
+        """Yield ``pyarrow.RecordBatch`` objects for every record of the task."""
+        from .planning.partitions import RemoteRange
+        from .records import ReadCommittedFilter
+
+        committed = self.options.read_committed
+        txn = {(i.topic, i.partition): i for i in task.txn}
+        filters: dict = {}
+        broker_only: set = set()    # partitions that fell back: the rest of them goes via broker
+        for r in task.ranges:
+            key = (r.topic, r.partition)
+            if isinstance(r, RemoteRange) and key not in broker_only:
+                flt = None
+                if committed:
+                    if key not in filters:
+                        info = txn.get(key)
+                        filters[key] = ReadCommittedFilter(
+                            [(a.producer_id, a.first_offset) for a in info.aborted] if info else (),
+                            info.last_stable_offset if info else None)
+                    flt = filters[key]
+                next_offset = yield from self._read_remote(r, flt)
+                if next_offset is not None:
+                    broker_only.add(key)
+                    yield from self._read_broker(r.topic, r.partition, next_offset, r.offset_end,
+                                                 fallback=True)
+            else:
+                self.metrics.count(ranges_broker=1)
+                yield from self._read_broker(r.topic, r.partition, r.offset_start, r.offset_end,
+                                             fallback=isinstance(r, RemoteRange))
+
+    def _read_remote(self, r, flt):
+        """Generator: yields batches; returns None when done, or the offset to continue from
+        through the broker after a failed or short direct read."""
+        from .records import decode_batches
+        seg = r.segment
+        self.metrics.count(ranges_remote=1)
+        try:
+            data = self.fetcher.fetch_log_segment(seg, r.byte_start, r.byte_end)
+        except RemoteStorageError as exc:
+            return self._fallback(r, r.offset_start, exc)
+        res = decode_batches(data, topic=seg.topic, partition=seg.partition,
+                             start_offset=r.offset_start, end_offset=r.offset_end, filter=flt,
+                             include_headers=self.options.include_headers, position=r.byte_start)
+        for b in res.batches:
+            if b.num_rows:
+                self.metrics.count(records=b.num_rows)
+                yield b
+        reached = res.next_offset if res.next_offset is not None else r.offset_start
+        if res.done or reached >= r.offset_end:
+            return None
+        # The hinted bytes did not hold the offsets they were said to hold: an object smaller
+        # than the hint, or a hint that ends too early.  The broker can still serve them.
+        short = (f"direct read of {seg!r} bytes [{r.byte_start}, {r.byte_end}) ended at offset "
+                 f"{reached}, before {r.offset_end} (got {len(data)} bytes)")
+        return self._fallback(r, max(reached, r.offset_start), KafkaTieredError(short))
+
+    def _fallback(self, r, offset: int, exc: Exception) -> int:
+        if self.options.offline:
+            raise exc
+        log.warning("falling back to broker fetch for %s-%d offsets [%d, %d): %s",
+                    r.topic, r.partition, offset, r.offset_end, exc)
+        self.metrics.count(fallbacks=1)
+        return offset
+
+    def _read_broker(self, topic: str, partition: int, start: int, end: int, *, fallback: bool):
+        from .records import ReadCommittedFilter, decode_batches
+        committed = self.options.read_committed
+        offset = start
+        while offset < end:
+            try:
+                fr = self.client.fetch(topic, partition, offset, isolation_level=1 if committed else 0,
+                                       request_remote_location=False)
+            except BrokerError as exc:
+                if exc.error_name != "OFFSET_OUT_OF_RANGE":
+                    raise
+                offset = self._after_data_loss(topic, partition, offset, exc)
+                continue
+            part = fr.partition
+            records = fr.records
+            size = len(records) if records is not None else 0
+            flt = None
+            if committed:
+                # each answer's aborted list is valid from its fetch offset, as in Kafka's consumer
+                flt = ReadCommittedFilter([(a.producer_id, a.first_offset)
+                                           for a in (part.aborted_transactions or ())],
+                                          part.last_stable_offset)
+            res = decode_batches(records if records is not None else b"", topic=topic,
+                                 partition=partition, start_offset=offset, end_offset=end,
+                                 filter=flt, include_headers=self.options.include_headers)
+            self.metrics.count(broker_fetches=1, broker_bytes=size,
+                               **({"fallback_bytes": size} if fallback else {}))
+            for b in res.batches:
+                if b.num_rows:
+                    self.metrics.count(records=b.num_rows)
+                    yield b
+            if res.done:
+                return
+            if res.next_offset is None or res.next_offset <= offset:
+                bound = part.last_stable_offset if committed else part.high_watermark
+                if offset >= bound:
+                    # nothing more is readable: the planned end lies past what the broker has
+                    if committed:
+                        return   # the rest is not yet stable; Spark's source stops here too
+                    raise DataLossError(f"{topic}-{partition}: offsets [{offset}, {end}) were "
+                                        f"planned but the high watermark is now {bound}")
+                raise BrokerError(f"fetch at offset {offset} returned no complete record batch "
+                                  f"({size} bytes)", api="Fetch", topic=topic, partition=partition)
+            offset = res.next_offset
+
+    def _after_data_loss(self, topic, partition, offset, exc) -> int:
+        earliest = self.client.list_offsets(topic, {partition: -2})[partition].offset
+        if earliest <= offset:
+            raise exc
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{topic}-{partition}: offsets [{offset}, {earliest}) were deleted "
+                                f"(retention) after the query was planned; set failOnDataLoss=false "
+                                f"to skip them") from exc
+        log.warning("%s-%d: offsets [%d, %d) were deleted; skipping them", topic, partition, offset,
+                    earliest)
+        return earliest

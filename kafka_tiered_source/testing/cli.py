@@ -1,0 +1,94 @@
+"""``kafka-tiered broker``: run the embedded broker until SIGINT/SIGTERM.
+
+Secrets stay off the command line (other users can read argv): S3 credentials come from the
+usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN`` variables, SASL
+users from a JSON file ``{"user": "password"}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+
+from ..cli import command
+
+
+@command("broker", "Run an embedded Kafka-protocol broker with tiered storage (tests, demos).")
+def _broker_setup(p: argparse.ArgumentParser):
+    p.add_argument("--data-dir", required=True, help="directory holding logs, metadata and coordinator state")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind and advertise (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=9092, help="Kafka listener port (0 = any free port)")
+    p.add_argument("--remote-storage", help="file:///dir, memory://name or s3://bucket/prefix")
+    p.add_argument("--layout", default="aiven", choices=["aiven", "kafka-local-tiered"])
+    p.add_argument("--segment-bytes", type=int, default=1 << 30)
+    p.add_argument("--local-retention-bytes", type=int, default=None)
+    p.add_argument("--local-retention-ms", type=int, default=None)
+    p.add_argument("--chunk-compression", action="store_true", help="Aiven layout: zstd-compress chunks")
+    p.add_argument("--chunk-size", type=int, default=4 * 1024 * 1024)
+    p.add_argument("--key-prefix", default="")
+    p.add_argument("--presign", action="store_true", help="hand out presigned URLs in KIP-1248 answers")
+    p.add_argument("--presign-expiry-s", type=int, default=3600)
+    p.add_argument("--s3-endpoint-url")
+    p.add_argument("--s3-region")
+    p.add_argument("--sasl-mechanism", action="append", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                   help="require SASL with this mechanism (repeatable)")
+    p.add_argument("--sasl-users-file", help='JSON file {"user": "password", ...}')
+    p.add_argument("--ssl-certfile")
+    p.add_argument("--ssl-keyfile")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus text at /metrics")
+    p.add_argument("--auto-create-topics", action="store_true")
+    p.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
+                   help="create this topic at start-up unless it exists (repeatable)")
+    p.add_argument("--log-level", default="INFO")
+    return _broker_run
+
+
+def _broker_run(args) -> int:
+    from ..errors import ConfigError
+    from .cluster import EmbeddedCluster
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sasl = None
+    if args.sasl_mechanism:
+        if not args.sasl_users_file:
+            raise ConfigError("--sasl-mechanism needs --sasl-users-file", option="--sasl-users-file")
+        with open(args.sasl_users_file) as f:
+            sasl = {"mechanisms": args.sasl_mechanism, "users": json.load(f)}
+    ssl = {"certfile": args.ssl_certfile, "keyfile": args.ssl_keyfile} if args.ssl_certfile else None
+    cluster = EmbeddedCluster(
+        args.data_dir, remote_storage=args.remote_storage, layout=args.layout,
+        segment_bytes=args.segment_bytes, local_retention_bytes=args.local_retention_bytes,
+        local_retention_ms=args.local_retention_ms, chunk_compression=args.chunk_compression,
+        chunk_size=args.chunk_size, key_prefix=args.key_prefix, presign=args.presign,
+        presign_expiry_s=args.presign_expiry_s, s3_endpoint_url=args.s3_endpoint_url,
+        s3_region=args.s3_region, s3_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
+        s3_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
+        s3_session_token=os.environ.get("AWS_SESSION_TOKEN"), sasl=sasl, ssl=ssl, host=args.host,
+        port=args.port, metrics_port=args.metrics_port, auto_create_topics=args.auto_create_topics)
+    for spec in args.topic:
+        name, _, parts = spec.partition(":")
+        if name not in cluster.topics:
+            cluster.create_topic(name, int(parts or 1))
+    done = threading.Event()
+
+    def on_signal(signum, frame):
+        done.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    cluster.start()
+    try:
+        print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+        if cluster.metrics_url:
+            print(f"metrics: {cluster.metrics_url}", flush=True)
+        while not done.wait(1.0):
+            pass
+    finally:
+        cluster.stop()
+        for s, h in old.items():
+            signal.signal(s, h)
+    print("broker stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,225 @@
+"""``EmbeddedCluster``: a one-node Kafka-protocol broker with tiered storage, in a background thread.
+
+Real Kafka clients (kafka-python, confluent-kafka/librdkafka, this project's own client) talk to
+it over TCP on 127.0.0.1; tests and tools drive the storage side directly (create topics, import
+Kafka segment files, tier, look at remote segments and metrics)::
+
+    with EmbeddedCluster(data_dir=d, remote_storage=f"file://{d}/remote", segment_bytes=1 << 16) as c:
+        c.create_topic("t", partitions=2)
+        ...produce with any client to c.bootstrap_servers...
+        c.tier()                         # closed segments -> remote storage, local copies dropped
+        ...consume: reads of tiered offsets now go to remote storage...
+
+Everything lives in ``data_dir``: a new cluster on the same directory carries on (topics, logs,
+remote segment metadata, producer ids, transactions, committed offsets).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+from ..errors import KafkaTieredError
+from ..ids import random_uuid, uuid_to_str
+from .coordinator import Coordinator
+from .server import BrokerServer, SaslConfig, ServerConfig, SslConfig, TelemetryPush
+from .storage import BrokerStorage
+
+CLUSTER_ID_FILE = "cluster-id"
+
+
+class EmbeddedCluster:
+    """One broker (node 0, leader of every partition) over :class:`BrokerStorage`.
+
+    Storage options are :class:`BrokerStorage`'s.  ``sasl``: None, or ``{"mechanism":
+    "SCRAM-SHA-256" (or "mechanisms": [...]), "users": {name: password}}`` (PLAIN,
+    SCRAM-SHA-256, SCRAM-SHA-512); then every connection must authenticate.  ``ssl``: None or
+    ``{"certfile": ..., "keyfile": ...}``.  ``port=0`` picks a free port; ``metrics_port``
+    (0 = any) serves Prometheus text at ``GET /metrics``.  ``telemetry_metrics``: the KIP-714
+    metric prefixes clients are asked to push (``("",)`` = all, empty = no pushes).
+    """
+
+    def __init__(self, data_dir: str, *, remote_storage: str | None = None, layout: str = "aiven",
+                 segment_bytes: int = 1 << 30, index_interval_bytes: int = 4096,
+                 local_retention_bytes: int | None = None, local_retention_ms: int | None = None,
+                 chunk_compression: bool = False, chunk_size: int = 4 * 1024 * 1024, key_prefix: str = "",
+                 presign: bool = False, presign_expiry_s: int = 3600,
+                 s3_endpoint_url: str | None = None, s3_region: str | None = None,
+                 s3_access_key_id: str | None = None, s3_secret_access_key=None, s3_session_token=None,
+                 sasl=None, ssl=None, host: str = "127.0.0.1", port: int = 0,
+                 metrics_port: int | None = None, auto_create_topics: bool = False,
+                 telemetry_metrics=(), telemetry_push_interval_ms: int = 5000):
+        self.data_dir = os.path.abspath(data_dir)
+        self.storage = BrokerStorage(
+            self.data_dir, remote_storage=remote_storage, layout=layout, segment_bytes=segment_bytes,
+            index_interval_bytes=index_interval_bytes, local_retention_bytes=local_retention_bytes,
+            local_retention_ms=local_retention_ms, chunk_compression=chunk_compression,
+            chunk_size=chunk_size, key_prefix=key_prefix, presign=presign, presign_expiry_s=presign_expiry_s,
+            s3_endpoint_url=s3_endpoint_url, s3_region=s3_region, s3_access_key_id=s3_access_key_id,
+            s3_secret_access_key=s3_secret_access_key, s3_session_token=s3_session_token, broker_id=0)
+        self.coordinator = Coordinator(self.data_dir)
+        self.config = ServerConfig(
+            host=host, port=port, sasl=SaslConfig.of(sasl), ssl=SslConfig.of(ssl), metrics_port=metrics_port,
+            auto_create_topics=auto_create_topics, cluster_id=self._cluster_id(),
+            telemetry_metrics=tuple(telemetry_metrics), telemetry_push_interval_ms=telemetry_push_interval_ms)
+        self._server: BrokerServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _cluster_id(self) -> str:
+        path = os.path.join(self.data_dir, CLUSTER_ID_FILE)
+        if os.path.exists(path):
+            with open(path) as f:
+                return f.read().strip()
+        cid = uuid_to_str(random_uuid())
+        with open(path, "w") as f:
+            f.write(cid)
+        return cid
+
+    def __repr__(self):
+        state = self.bootstrap_servers if self.running else "stopped"
+        return f"EmbeddedCluster({self.data_dir!r}, {state})"
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> "EmbeddedCluster":
+        if self.running:
+            raise KafkaTieredError("EmbeddedCluster is already running")
+        server = BrokerServer(self.storage, self.coordinator, self.config)
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run():
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(server.start())
+            except BaseException as exc:   # reported to start()'s caller
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+                loop.run_until_complete(server.stop())
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                loop.close()
+
+        thread = threading.Thread(target=run, name="kafka-tiered-broker", daemon=True)
+        thread.start()
+        ready.wait()
+        if failure:
+            thread.join()
+            raise KafkaTieredError(f"embedded broker failed to start on {self.config.host}:{self.config.port}: "
+                                   f"{failure[0]}") from failure[0]
+        self._server, self._loop, self._thread = server, loop, thread
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(60)
+        self._thread = None
+
+    def __enter__(self) -> "EmbeddedCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ addresses
+    def _running_server(self) -> BrokerServer:
+        if not self.running:
+            raise KafkaTieredError("EmbeddedCluster is not running (call start() or use it as a context manager)")
+        return self._server
+
+    @property
+    def host(self) -> str:
+        return self.config.host
+
+    @property
+    def port(self) -> int:
+        return self._running_server().port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.config.host}:{self.port}"
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self._running_server().metrics_port
+
+    @property
+    def metrics_url(self) -> str | None:
+        p = self.metrics_port
+        return None if p is None else f"http://{self.config.host}:{p}/metrics"
+
+    # ------------------------------------------------------------------ storage side
+    def create_topic(self, name: str, partitions: int = 1, **kwargs):
+        return self.storage.create_topic(name, partitions, **kwargs)
+
+    def import_log_dir(self, topic: str, partition: int, path: str):
+        return self.storage.import_log_dir(topic, partition, path)
+
+    def tier(self, topic: str | None = None):
+        return self.storage.tier(topic)
+
+    def roll(self, topic: str, partition: int) -> None:
+        self.storage.roll(topic, partition)
+
+    def offsets(self, topic: str, partition: int):
+        return self.storage.offsets(topic, partition)
+
+    def remote_segments(self, topic: str, partition: int):
+        return self.storage.remote_segments(topic, partition)
+
+    def append(self, topic: str, partition: int, records: bytes):
+        """Append batches as a Produce would, waking fetches that wait for data."""
+        result = self.storage.append(topic, partition, records)
+        self._notify(topic, partition)
+        return result
+
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                         commit: bool, coordinator_epoch: int = 0) -> int:
+        offset = self.storage.write_txn_marker(topic, partition, producer_id, producer_epoch, commit,
+                                               coordinator_epoch)
+        self._notify(topic, partition)
+        return offset
+
+    def _notify(self, topic, partition):
+        if self.running:
+            self._loop.call_soon_threadsafe(self._server.notify, topic, partition)
+
+    @property
+    def topics(self):
+        return self.storage.topics
+
+    def __getattr__(self, name):
+        # the rest of BrokerStorage's API (read, locate, list_offsets, topic, topic_by_id, ...)
+        if name.startswith("_") or name in ("storage", "coordinator", "config"):
+            raise AttributeError(name)
+        return getattr(self.storage, name)
+
+    # ------------------------------------------------------------------ operator side
+    def metrics_text(self) -> str:
+        """KIP-1267 operator metrics in Prometheus text format."""
+        return self.storage.metrics.prometheus_text()
+
+    def telemetry(self, client_id: str | None = None) -> list[TelemetryPush]:
+        """Latest KIP-714 push of each client instance (optionally only those of ``client_id``)."""
+        server = self._server
+        if server is None:
+            return []
+        pushes = list(server.telemetry.values())
+        return [p for p in pushes if client_id is None or p.client_id == client_id]
+
+
+__all__ = ["EmbeddedCluster"]

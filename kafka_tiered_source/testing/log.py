@@ -1,0 +1,629 @@
+"""The embedded broker's local log: Kafka segment files, their indexes and one partition's log.
+
+Files are Kafka's own: ``%020d.log`` (record batches back to back), ``.index`` (8-byte entries:
+relative offset int32, position int32), ``.timeindex`` (12-byte entries: max timestamp so far
+int64, relative offset int32) and ``.txnindex`` (34-byte aborted-transaction entries).  Index
+entries are made the way Kafka's ``LogSegment`` does: before a batch is added, if more than
+``index.interval.bytes`` were written since the last entry, an entry names the batch's *last*
+offset and the batch's start position; the time index gets (max timestamp so far, offset of that
+max) when the timestamp grew.  Rebuilding the index of a segment written by Kafka gives the same
+bytes (tests/test_broker_log.py checks it against the fixtures).
+
+Single node: the high watermark is the log end offset; the last stable offset is the first
+offset of the earliest open transaction, else the high watermark.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, NamedTuple
+
+import crc32c
+
+from ..errors import KafkaTieredError
+from ..protocol.errors import code_of
+from ..records.header import (
+    ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK, BatchHeader, iter_headers, read_header,
+)
+
+INDEX_INTERVAL_BYTES = 4096
+OFFSET_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
+TXN_ENTRY = struct.Struct(">hqqqq")
+TXN_ENTRY_SIZE = TXN_ENTRY.size          # 34
+NO_TIMESTAMP = -1
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+class StorageError(KafkaTieredError):
+    """A request the log refuses; ``error_name``/``error_code`` are what the broker answers."""
+
+    def __init__(self, error_name: str, message: str, *, topic: str | None = None,
+                 partition: int | None = None):
+        self.error_name = error_name
+        self.error_code = code_of(error_name)     # the protocol layer's single error table
+        self.topic = topic
+        self.partition = partition
+        where = f" (topic {topic} partition {partition})" if topic is not None else ""
+        super().__init__(f"{error_name}: {message}{where}")
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int           # the ABORT marker's offset
+    last_stable_offset: int
+
+
+# --------------------------------------------------------------------------------------------
+# index files as bytes
+
+
+def parse_offset_index(raw: bytes) -> list[tuple[int, int]]:
+    n = len(raw) // OFFSET_ENTRY.size
+    return [OFFSET_ENTRY.unpack_from(raw, i * 8) for i in range(n)]
+
+
+def parse_time_index(raw: bytes) -> list[tuple[int, int]]:
+    n = len(raw) // TIME_ENTRY.size
+    return [TIME_ENTRY.unpack_from(raw, i * 12) for i in range(n)]
+
+
+def parse_txn_index(raw: bytes, *, source: str = "txnindex") -> list[AbortedTxn]:
+    if len(raw) % TXN_ENTRY_SIZE:
+        raise KafkaTieredError(f"{source}: size {len(raw)} is not a multiple of {TXN_ENTRY_SIZE}")
+    out = []
+    for i in range(0, len(raw), TXN_ENTRY_SIZE):
+        version, pid, first, last, lso = TXN_ENTRY.unpack_from(raw, i)
+        if version != 0:
+            raise KafkaTieredError(f"{source}: unknown entry version {version} at byte position {i}")
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
+def lookup_position(index: list[tuple[int, int]], base_offset: int, target: int) -> int:
+    """Position of the largest offset-index entry whose offset is <= ``target``, else 0."""
+    rel = target - base_offset
+    i = bisect.bisect_right(index, (rel, 1 << 31)) - 1
+    return index[i][1] if i >= 0 else 0
+
+
+def lookup_time(time_index: list[tuple[int, int]], base_offset: int, ts: int) -> int:
+    """Offset of the largest time-index entry with timestamp <= ``ts``, else the base offset."""
+    i = bisect.bisect_right(time_index, (ts, 1 << 31)) - 1
+    return base_offset + time_index[i][1] if i >= 0 else base_offset
+
+
+def collect_aborted(entries, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+    """Kafka's ``TransactionIndex.collectAbortedTxns``: entries overlapping
+    [fetch_offset, upper_bound); complete once an entry's LSO reaches the upper bound."""
+    out = []
+    for e in entries:
+        if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+            out.append(e)
+        if e.last_stable_offset >= upper_bound:
+            return out, True
+    return out, False
+
+
+class IndexBuilder:
+    """Kafka's per-batch index rule, shared by appends, recovery and remote index copies."""
+
+    def __init__(self, base_offset: int, interval: int = INDEX_INTERVAL_BYTES):
+        self.base_offset = base_offset
+        self.interval = interval
+        self.offsets: list[tuple[int, int]] = []
+        self.times: list[tuple[int, int]] = []
+        self.bytes_since_entry = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+
+    def add(self, h: BatchHeader, position: int) -> tuple[bytes, bytes]:
+        """Account one batch at ``position``; return the index/timeindex bytes it adds."""
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+        new_off = new_time = b""
+        if self.bytes_since_entry > self.interval:
+            e = (h.last_offset - self.base_offset, position)
+            self.offsets.append(e)
+            new_off = OFFSET_ENTRY.pack(*e)
+            if not self.times or self.max_timestamp > self.times[-1][0]:
+                t = (self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+                self.times.append(t)
+                new_time = TIME_ENTRY.pack(*t)
+            self.bytes_since_entry = 0
+        self.bytes_since_entry += h.size
+        return new_off, new_time
+
+    def offset_index_bytes(self) -> bytes:
+        return b"".join(OFFSET_ENTRY.pack(*e) for e in self.offsets)
+
+    def time_index_bytes(self) -> bytes:
+        return b"".join(TIME_ENTRY.pack(*e) for e in self.times)
+
+
+def build_indexes(data, base_offset: int, interval: int = INDEX_INTERVAL_BYTES) -> tuple[bytes, bytes]:
+    """(.index bytes, .timeindex bytes) for a whole segment, as Kafka's recovery builds them."""
+    b = IndexBuilder(base_offset, interval)
+    for h in iter_headers(data):
+        b.add(h, h.position)
+    return b.offset_index_bytes(), b.time_index_bytes()
+
+
+def filename(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+# --------------------------------------------------------------------------------------------
+# record batch validation and rewriting
+
+
+def validate_batches(buf: bytes, *, topic=None, partition=None) -> list[BatchHeader]:
+    """Check that ``buf`` is whole v2 batches with valid CRCs; CORRUPT_MESSAGE otherwise."""
+    headers = []
+    pos, end = 0, len(buf)
+    if end == 0:
+        raise StorageError("CORRUPT_MESSAGE", "empty record set", topic=topic, partition=partition)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise StorageError("CORRUPT_MESSAGE", f"truncated batch header at byte position {pos}",
+                               topic=topic, partition=partition)
+        (length,) = struct.unpack_from(">i", buf, pos + 8)
+        if length + LOG_OVERHEAD < HEADER_SIZE or pos + LOG_OVERHEAD + length > end:
+            raise StorageError("CORRUPT_MESSAGE", f"invalid batch length {length} at byte position {pos}",
+                               topic=topic, partition=partition)
+        magic = buf[pos + 16]
+        if magic != 2:
+            raise StorageError("UNSUPPORTED_FOR_MESSAGE_FORMAT",
+                               f"record batch magic {magic} at byte position {pos} (only v2 is accepted)",
+                               topic=topic, partition=partition)
+        h = read_header(buf, pos)
+        crc = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + LOG_OVERHEAD + length])
+        if crc != h.crc:
+            raise StorageError("CORRUPT_MESSAGE",
+                               f"CRC32C mismatch at byte position {pos}: stored {h.crc:#010x}, computed {crc:#010x}",
+                               topic=topic, partition=partition)
+        headers.append(h)
+        pos += LOG_OVERHEAD + length
+    return headers
+
+
+def _zigzag(n: int) -> bytes:
+    v = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def control_batch(offset: int, producer_id: int, producer_epoch: int, commit: bool,
+                  coordinator_epoch: int, timestamp_ms: int, leader_epoch: int = 0) -> bytes:
+    """An END_TXN control batch as the coordinator's WriteTxnMarkers makes the leader write."""
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    body = (b"\x00" + _zigzag(0) + _zigzag(0) + _zigzag(len(key)) + key
+            + _zigzag(len(value)) + value + _zigzag(0))
+    record = _zigzag(len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", TRANSACTIONAL_MASK | CONTROL_MASK, 0, timestamp_ms,
+                            timestamp_ms, producer_id, producer_epoch, -1, 1) + record
+    crc = crc32c.crc32c(after_crc)
+    length = 4 + 1 + 4 + len(after_crc)
+    return struct.pack(">qiibI", offset, length, leader_epoch, 2, crc) + after_crc
+
+
+# --------------------------------------------------------------------------------------------
+# segments
+
+
+class Segment:
+    """One segment: the .log file plus its in-memory index state (mirrored to the index files)."""
+
+    def __init__(self, directory: str, base_offset: int, *, interval: int = INDEX_INTERVAL_BYTES):
+        self.dir = directory
+        self.base_offset = base_offset
+        self.path = os.path.join(directory, filename(base_offset, ".log"))
+        self.index = IndexBuilder(base_offset, interval)
+        self.size = 0
+        self.next_offset = base_offset     # one past the last offset held
+        self.txn_entries: list[AbortedTxn] = []
+        self.created_ms = int(time.time() * 1000)
+
+    # -- paths
+    def file(self, suffix: str) -> str:
+        return os.path.join(self.dir, filename(self.base_offset, suffix))
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.index.max_timestamp
+
+    @property
+    def last_offset(self) -> int:
+        return self.next_offset - 1
+
+    @classmethod
+    def create(cls, directory, base_offset, *, interval=INDEX_INTERVAL_BYTES) -> "Segment":
+        s = cls(directory, base_offset, interval=interval)
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            open(s.file(suffix), "wb").close()
+        return s
+
+    @classmethod
+    def load(cls, directory, base_offset, *, interval=INDEX_INTERVAL_BYTES) -> "Segment":
+        """Open an existing segment: walk its batches, keep its .txnindex, rebuild missing or
+        short indexes (Kafka's recovery rule, so a Kafka-written index comes out the same)."""
+        s = cls(directory, base_offset, interval=interval)
+        with open(s.path, "rb") as f:
+            data = f.read()
+        try:
+            for h in iter_headers(data):
+                s.index.add(h, h.position)
+                s.size = h.end
+                s.next_offset = h.last_offset + 1
+        except ValueError as exc:
+            raise KafkaTieredError(f"{s.path}: {exc}") from None
+        if s.size != len(data):
+            # a torn tail (crash mid-write): cut it off as Kafka's recovery does
+            with open(s.path, "r+b") as f:
+                f.truncate(s.size)
+        want = {".index": s.index.offset_index_bytes(), ".timeindex": s.index.time_index_bytes()}
+        for suffix, content in want.items():
+            p = s.file(suffix)
+            existing = open(p, "rb").read() if os.path.exists(p) else None
+            if existing != content:
+                with open(p, "wb") as f:
+                    f.write(content)
+        tp = s.file(".txnindex")
+        if os.path.exists(tp):
+            with open(tp, "rb") as f:
+                s.txn_entries = parse_txn_index(f.read(), source=tp)
+        else:
+            open(tp, "wb").close()
+        s.created_ms = int(os.path.getmtime(s.path) * 1000)
+        return s
+
+    def append(self, buf: bytes, headers: list[BatchHeader]) -> None:
+        """Append already offset-assigned batches (``headers`` parsed from ``buf``)."""
+        start = self.size
+        new_off, new_time = bytearray(), bytearray()
+        for h in headers:
+            o, t = self.index.add(h, start + h.position)
+            new_off += o
+            new_time += t
+        with open(self.path, "ab") as f:
+            f.write(buf)
+        if new_off:
+            with open(self.file(".index"), "ab") as f:
+                f.write(new_off)
+        if new_time:
+            with open(self.file(".timeindex"), "ab") as f:
+                f.write(new_time)
+        self.size += len(buf)
+        self.next_offset = headers[-1].last_offset + 1
+
+    def append_aborted(self, entry: AbortedTxn) -> None:
+        self.txn_entries.append(entry)
+        with open(self.file(".txnindex"), "ab") as f:
+            f.write(TXN_ENTRY.pack(0, *entry))
+
+    def read_bytes(self, start: int, end: int) -> bytes:
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            return f.read(end - start)
+
+    def data(self) -> bytes:
+        with open(self.path, "rb") as f:
+            return f.read()
+
+    def find_batch(self, offset: int) -> int | None:
+        """Position of the first batch whose last offset >= ``offset`` (index, then scan)."""
+        pos = lookup_position(self.index.offsets, self.base_offset, offset)
+        with open(self.path, "rb") as f:
+            while pos + LOG_OVERHEAD <= self.size:
+                f.seek(pos)
+                head = f.read(HEADER_SIZE)
+                if len(head) < HEADER_SIZE:
+                    return None
+                h = read_header(head)
+                if h.last_offset >= offset:
+                    return pos
+                pos += h.size
+        return None
+
+    def headers_from(self, position: int, end: int | None = None) -> Iterator[BatchHeader]:
+        """Batch headers from ``position`` to ``end`` without reading record bodies."""
+        end = self.size if end is None else end
+        with open(self.path, "rb") as f:
+            pos = position
+            while pos + HEADER_SIZE <= end:
+                f.seek(pos)
+                h = read_header(f.read(HEADER_SIZE))
+                yield h._replace(position=pos)
+                pos += h.size
+
+    def delete(self) -> None:
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            try:
+                os.remove(self.file(suffix))
+            except FileNotFoundError:
+                pass
+
+
+def select_batches(headers: Iterator[BatchHeader], offset: int, max_bytes: int,
+                   bound: int) -> tuple[int, int, int]:
+    """Whole batches from the first one whose last offset >= ``offset``: at least one batch,
+    then more while they fit in ``max_bytes``, none whose base offset is >= ``bound``.
+    Returns (start position, end position, next offset after the last batch); start == end when
+    nothing qualifies."""
+    start = end = None
+    next_off = offset
+    for h in headers:
+        if h.last_offset < offset:
+            continue
+        if h.base_offset >= bound:
+            break
+        if start is None:
+            start = h.position
+        elif h.end - start > max_bytes:
+            break
+        end = h.end
+        next_off = h.last_offset + 1
+    if start is None:
+        return 0, 0, offset
+    return start, end, next_off
+
+
+# --------------------------------------------------------------------------------------------
+# the partition log
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int = -1
+    # (first seq, last seq, first offset, last offset) of the last batches, for retries
+    batches: list = field(default_factory=list)
+    txn_first_offset: int | None = None       # open transaction's first offset
+
+
+@dataclass(frozen=True)
+class LocalRead:
+    records: bytes
+    next_offset: int                      # offset after the last returned batch
+    first_batch_offset: int | None
+    upper_bound: int                      # for collecting aborted transactions
+
+
+class PartitionLog:
+    """An append-only log of Kafka segments in ``directory``.
+
+    ``log_start_offset`` may be below the first local segment once tiered segments are deleted
+    locally: the owner (BrokerStorage) keeps it; this class serves local data only.
+    """
+
+    def __init__(self, directory: str, *, topic: str, partition: int,
+                 segment_bytes: int = 1 << 30, interval: int = INDEX_INTERVAL_BYTES,
+                 log_append_time: bool = False):
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.segment_bytes = segment_bytes
+        self.interval = interval
+        self.log_append_time = log_append_time
+        self.segments: list[Segment] = []
+        self.producers: dict[int, ProducerEntry] = {}
+        os.makedirs(directory, exist_ok=True)
+
+    # -- opening
+    def load(self, start_offset: int = 0) -> None:
+        bases = sorted(int(n[:-4]) for n in os.listdir(self.dir)
+                       if n.endswith(".log") and n[:-4].isdigit() and len(n) == 24)
+        self.segments = [Segment.load(self.dir, b, interval=self.interval) for b in bases]
+        if not self.segments:
+            self.segments = [Segment.create(self.dir, start_offset, interval=self.interval)]
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        """Open transactions and last sequences from a walk of the local batches.  Tiered
+        segments lie below the LSO, so every open transaction starts in a local segment."""
+        self.producers = {}
+        for seg in self.segments:
+            for h in seg.headers_from(0):
+                self._track(h, h.base_offset, h.last_offset, seg, replay=True)
+
+    def _track(self, h: BatchHeader, first: int, last: int, seg, replay: bool = False) -> None:
+        if h.producer_id < 0:
+            return
+        p = self.producers.setdefault(h.producer_id, ProducerEntry())
+        if h.producer_epoch > p.epoch:
+            p.epoch, p.batches = h.producer_epoch, []
+        if h.is_control:
+            p.txn_first_offset = None
+            return
+        if h.base_sequence >= 0:
+            p.batches.append((h.base_sequence, h.base_sequence + h.last_offset_delta, first, last))
+            del p.batches[:-5]
+        if h.is_transactional and p.txn_first_offset is None:
+            p.txn_first_offset = first
+
+    # -- offsets
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def local_start_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        firsts = [p.txn_first_offset for p in self.producers.values() if p.txn_first_offset is not None]
+        return min(firsts) if firsts else self.log_end_offset
+
+    def open_transactions(self) -> dict[int, int]:
+        return {pid: p.txn_first_offset for pid, p in self.producers.items()
+                if p.txn_first_offset is not None}
+
+    # -- writing
+    def _maybe_roll(self, incoming: int) -> Segment:
+        a = self.active
+        if a.size > 0 and a.size + incoming > self.segment_bytes:
+            a = Segment.create(self.dir, self.log_end_offset, interval=self.interval)
+            self.segments.append(a)
+        return a
+
+    def roll(self) -> None:
+        """Close the active segment (if it holds data) and start a new one."""
+        if self.active.size > 0:
+            self.segments.append(Segment.create(self.dir, self.log_end_offset, interval=self.interval))
+
+    def append(self, records: bytes) -> tuple[int, int, int]:
+        """Append a Produce request's batches; returns (base offset, last offset, log append
+        time or -1).  Exact retries of the last batches of an idempotent producer return the
+        offsets they got the first time and write nothing."""
+        headers = validate_batches(records, topic=self.topic, partition=self.partition)
+        for h in headers:
+            if h.is_control:
+                raise StorageError("INVALID_RECORD", f"a producer may not write control batches "
+                                   f"(byte position {h.position})", topic=self.topic, partition=self.partition)
+        dup = self._duplicate(headers)
+        if dup is not None:
+            return dup[0], dup[1], -1
+        buf = bytearray(records)
+        offset = self.log_end_offset
+        now = int(time.time() * 1000)
+        for h in headers:
+            struct.pack_into(">q", buf, h.position, offset)     # not covered by the CRC
+            if self.log_append_time:
+                attrs = h.attributes | TIMESTAMP_TYPE_MASK
+                struct.pack_into(">h", buf, h.position + ATTRIBUTES_OFFSET, attrs)
+                struct.pack_into(">q", buf, h.position + 35, now)
+                crc = crc32c.crc32c(memoryview(buf)[h.position + ATTRIBUTES_OFFSET:h.end])
+                struct.pack_into(">I", buf, h.position + CRC_OFFSET, crc)
+            offset += h.last_offset_delta + 1
+        data = bytes(buf)
+        new_headers = list(iter_headers(data))
+        seg = self._maybe_roll(len(data))
+        seg.append(data, new_headers)
+        for h in new_headers:
+            self._track(h, h.base_offset, h.last_offset, seg)
+        return new_headers[0].base_offset, new_headers[-1].last_offset, now if self.log_append_time else -1
+
+    def _duplicate(self, headers):
+        """(first, last) offsets if the request repeats cached batches; raise on fencing or a gap."""
+        h = headers[0]
+        if h.producer_id < 0 or h.base_sequence < 0:
+            return None
+        p = self.producers.get(h.producer_id)
+        if p is None:
+            return None
+        if h.producer_epoch < p.epoch:
+            raise StorageError("INVALID_PRODUCER_EPOCH",
+                               f"producer {h.producer_id} epoch {h.producer_epoch} is older than {p.epoch}",
+                               topic=self.topic, partition=self.partition)
+        if h.producer_epoch > p.epoch or not p.batches:
+            return None
+        for first_seq, last_seq, first_off, last_off in p.batches:
+            if first_seq == h.base_sequence and last_seq == h.base_sequence + h.last_offset_delta:
+                return first_off, last_off
+        expected = (p.batches[-1][1] + 1) & 0x7FFFFFFF
+        if h.base_sequence != expected:
+            raise StorageError("OUT_OF_ORDER_SEQUENCE_NUMBER",
+                               f"producer {h.producer_id} sent sequence {h.base_sequence}, expected {expected}",
+                               topic=self.topic, partition=self.partition)
+        return None
+
+    def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int) -> int:
+        """Write a COMMIT/ABORT marker for the producer's open transaction; returns its offset.
+        An ABORT adds the transaction to the .txnindex of the segment holding the marker."""
+        p = self.producers.setdefault(producer_id, ProducerEntry())
+        if producer_epoch < p.epoch:
+            raise StorageError("INVALID_PRODUCER_EPOCH",
+                               f"marker epoch {producer_epoch} of producer {producer_id} is older than {p.epoch}",
+                               topic=self.topic, partition=self.partition)
+        offset = self.log_end_offset
+        batch = control_batch(offset, producer_id, producer_epoch, commit, coordinator_epoch,
+                              int(time.time() * 1000))
+        first = p.txn_first_offset if p.txn_first_offset is not None else offset
+        seg = self._maybe_roll(len(batch))
+        headers = list(iter_headers(batch))
+        seg.append(batch, headers)
+        self._track(headers[0], offset, offset, seg)      # closes the transaction
+        if not commit:
+            # LSO once this transaction is done: the next open one, else just past the marker
+            others = [q.txn_first_offset for pid, q in self.producers.items()
+                      if pid != producer_id and q.txn_first_offset is not None]
+            lso = min(others) if others else offset + 1
+            seg.append_aborted(AbortedTxn(producer_id, first, offset, lso))
+        return offset
+
+    # -- reading
+    def segment_for(self, offset: int) -> int | None:
+        """Index in ``segments`` of the segment that may hold ``offset``."""
+        bases = [s.base_offset for s in self.segments]
+        i = bisect.bisect_right(bases, offset) - 1
+        return i if i >= 0 else None
+
+    def read(self, offset: int, max_bytes: int, bound: int) -> LocalRead:
+        """Whole batches from the one holding ``offset``, within ``max_bytes`` (at least one
+        batch), none at or past ``bound`` (HW or LSO).  The caller checked the offset range."""
+        i = self.segment_for(offset)
+        if i is None:
+            i = 0
+        while i < len(self.segments):
+            seg = self.segments[i]
+            pos = seg.find_batch(offset)
+            if pos is not None:
+                start, end, nxt = select_batches(seg.headers_from(pos), offset, max_bytes, bound)
+                if start == end:
+                    return LocalRead(b"", offset, None, offset)
+                data = seg.read_bytes(start, end)
+                upper = nxt
+                return LocalRead(data, nxt, struct.unpack_from(">q", data, 0)[0], upper)
+            i += 1
+        return LocalRead(b"", offset, None, offset)
+
+    def aborted_local(self, fetch_offset: int, upper_bound: int, from_segment: int = 0) -> tuple[list[AbortedTxn], bool]:
+        out = []
+        for seg in self.segments[from_segment:]:
+            if seg.next_offset <= fetch_offset and not seg.txn_entries:
+                continue
+            got, complete = collect_aborted(seg.txn_entries, fetch_offset, upper_bound)
+            out.extend(got)
+            if complete:
+                return out, True
+        return out, False
+
+    def batch_at_or_after_time(self, ts: int) -> tuple[Segment, BatchHeader] | None:
+        """First local batch whose max timestamp >= ``ts`` (time index, then scan)."""
+        for seg in self.segments:
+            if seg.max_timestamp < ts:
+                continue
+            start_off = lookup_time(seg.index.times, seg.base_offset, ts)
+            pos = lookup_position(seg.index.offsets, seg.base_offset, start_off)
+            for h in seg.headers_from(pos):
+                if h.max_timestamp >= ts:
+                    return seg, h
+        return None
+
+    def delete_segments_before(self, offset: int) -> list[Segment]:
+        """Drop local segments that end at or before ``offset`` (never the active one)."""
+        gone = []
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            seg = self.segments.pop(0)
+            seg.delete()
+            gone.append(seg)
+        return gone

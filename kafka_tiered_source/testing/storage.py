@@ -1,0 +1,635 @@
+"""The embedded broker's storage engine: topics, partition logs, tiering and the read paths.
+
+``BrokerStorage`` is what the network server's handlers call; it does no networking.  Everything
+it knows lives in ``data_dir`` (topic ids, partition logs, remote segment metadata and the local
+copies of remote indexes), so a new ``BrokerStorage`` on the same directory carries on where the
+last one stopped.
+
+Layout of ``data_dir``::
+
+    broker-topics.json                   topics: name, topic id, partition count, config
+    {topic}-{partition}/                 Kafka segment files (%020d.log/.index/.timeindex/.txnindex)
+    {topic}-{partition}/partition.json   log start offset
+    {topic}-{partition}/remote-log-segments.json, remote-indexes/   (tiering.py)
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError, KafkaTieredError
+from ..ids import random_uuid, uuid_from_str, uuid_to_str
+from ..protocol.errors import code_of
+from ..redact import Secret
+from .log import (
+    NO_TIMESTAMP, READ_COMMITTED, AbortedTxn, PartitionLog, StorageError,
+)
+from .remote import S3Options, open_remote_store
+from .tiering import (
+    LAYOUT_AIVEN, STORAGE_FORMAT, RemotePartition, RemoteSegmentMetadata, TieringConfig,
+)
+
+TOPICS_FILE = "broker-topics.json"
+
+# ListOffsets special timestamps
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: str                # Kafka Uuid string
+    partitions: int
+    log_append_time: bool = False
+
+    @property
+    def topic_id_bytes(self) -> bytes:
+        return uuid_from_str(self.topic_id)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int         # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """One partition of a Fetch answer.  ``error_name`` None means success; ``aborted`` is None
+    for read_uncommitted, else [(producer id, first offset)]."""
+    records: bytes
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: list[tuple[int, int]] | None
+    error_name: str | None = None
+    from_remote: bool = False
+    error_message: str | None = None     # why, for logs: which bound was crossed, which object failed
+
+    @property
+    def error_code(self) -> int:
+        return code_of(self.error_name) if self.error_name else 0
+
+
+@dataclass(frozen=True)
+class LocationAnswer:
+    """KIP-1248: where a client may read ``offset`` directly.  Byte range is half-open."""
+    topic: str
+    topic_id: bytes
+    partition: int
+    segment_id: bytes            # RemoteLogSegmentId uuid (16 bytes)
+    custom_metadata: bytes | None
+    start_position: int
+    end_position: int            # exclusive
+    base_offset: int             # segment's first offset
+    end_offset: int              # segment's last offset (inclusive, as Kafka's endOffset)
+    size_bytes: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: list[tuple[int, int]] | None
+    object_key: str              # the .log object's key, relative to the remote storage URL
+    presigned_url: str | None = field(default=None, repr=False)
+    storage_format: str = STORAGE_FORMAT
+
+    def to_remote_segment(self, topic_id: str | None = None):
+        from ..storage.segment import RemoteSegment
+        return RemoteSegment(self.topic, topic_id or uuid_to_str(self.topic_id), self.partition,
+                             uuid_to_str(self.segment_id), self.base_offset, self.end_offset,
+                             self.size_bytes, self.custom_metadata, self.presigned_url,
+                             self.storage_format)
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    log_start_offset: int
+    local_log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_end_offset: int
+    highest_tiered_offset: int   # -1 when nothing is tiered
+
+
+class BrokerMetrics:
+    """Operator-side counters (KIP-1267): remote fetches per client id and topic, and KIP-1248
+    location grants.  ``prometheus_text()`` renders the exposition format."""
+
+    COUNTERS = (
+        ("remote_fetch_requests_total", "Fetches served by the broker from remote storage"),
+        ("remote_fetch_bytes_total", "Bytes read from remote storage for broker-mediated fetches"),
+        ("remote_fetch_errors_total", "Broker-mediated remote fetches that failed"),
+        ("remote_fetch_latency_seconds_sum", "Total time spent in broker-mediated remote fetches"),
+        ("location_grants_total", "KIP-1248 location answers given to clients"),
+        ("location_granted_bytes_total", "Bytes of remote segments clients were told to read directly"),
+    )
+    PREFIX = "kafka_tiered_broker_"
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.values: dict[tuple[str, str, str], float] = {}
+
+    def add(self, name: str, client_id: str | None, topic: str, amount: float = 1) -> None:
+        key = (name, client_id or "", topic)
+        with self._lock:
+            self.values[key] = self.values.get(key, 0) + amount
+
+    def get(self, name: str, client_id: str | None = None, topic: str | None = None) -> float:
+        """Sum of ``name`` over the label values given (None = all)."""
+        return sum(v for (n, c, t), v in self.values.items()
+                   if n == name and (client_id is None or c == client_id) and (topic is None or t == topic))
+
+    def prometheus_text(self) -> str:
+        def esc(v):
+            return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+        lines = []
+        with self._lock:
+            items = sorted(self.values.items())
+        for name, help_text in self.COUNTERS:
+            full = self.PREFIX + name
+            lines.append(f"# HELP {full} {help_text}")
+            lines.append(f"# TYPE {full} {'counter' if name.endswith('_total') else 'untyped'}")
+            for (n, c, t), v in items:
+                if n == name:
+                    lines.append(f'{full}{{client_id="{esc(c)}",topic="{esc(t)}"}} {v:g}')
+        return "\n".join(lines) + "\n"
+
+
+class _Partition:
+    def __init__(self, storage: "BrokerStorage", topic: TopicInfo, partition: int):
+        self.topic = topic
+        self.partition = partition
+        self.dir = os.path.join(storage.data_dir, f"{topic.name}-{partition}")
+        self.lock = threading.RLock()
+        self.log = PartitionLog(self.dir, topic=topic.name, partition=partition,
+                                segment_bytes=storage.segment_bytes,
+                                interval=storage.index_interval_bytes,
+                                log_append_time=topic.log_append_time)
+        self.remote = (RemotePartition(self.dir, topic=topic.name, topic_id=topic.topic_id,
+                                       partition=partition, store=storage.store, config=storage.tiering)
+                       if storage.store is not None else None)
+        self.log_start_offset = 0
+        self._state_path = os.path.join(self.dir, "partition.json")
+
+    def load(self) -> None:
+        state = {}
+        if os.path.exists(self._state_path):
+            with open(self._state_path) as f:
+                state = json.load(f)
+        start = state.get("log_start_offset", 0)
+        self.log.load(start)
+        self.log_start_offset = state.get("log_start_offset", self.log.local_start_offset)
+        self.save()
+
+    def save(self) -> None:
+        tmp = self._state_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"log_start_offset": self.log_start_offset}, f)
+        os.replace(tmp, self._state_path)
+
+    def offsets(self) -> PartitionOffsets:
+        leo = self.log.log_end_offset
+        return PartitionOffsets(self.log_start_offset, self.log.local_start_offset, leo,
+                                self.log.last_stable_offset, leo,
+                                self.remote.highest_offset if self.remote else -1)
+
+
+class BrokerStorage:
+    """Topics and partitions of one single-node broker, on disk in ``data_dir``.
+
+    ``remote_storage``: None (no tiering), ``file:///dir``, ``memory://name`` or
+    ``s3://bucket/prefix`` (with ``s3_endpoint_url``, ``s3_region``, credentials).
+    ``layout``: ``"aiven"`` or ``"kafka-local-tiered"``.  ``local_retention_bytes`` /
+    ``local_retention_ms``: None for both (default) deletes every tiered segment's local copy
+    right after tiering, so reads of tiered offsets go remote; -1 keeps without limit.
+    """
+
+    def __init__(self, data_dir: str, *, remote_storage: str | None = None,
+                 layout: str = LAYOUT_AIVEN, segment_bytes: int = 1 << 30,
+                 index_interval_bytes: int = 4096,
+                 local_retention_bytes: int | None = None, local_retention_ms: int | None = None,
+                 chunk_compression: bool = False, chunk_size: int = 4 * 1024 * 1024,
+                 key_prefix: str = "", presign: bool = False, presign_expiry_s: int = 3600,
+                 s3_endpoint_url: str | None = None, s3_region: str | None = None,
+                 s3_access_key_id: str | None = None, s3_secret_access_key: str | Secret | None = None,
+                 s3_session_token: str | Secret | None = None, broker_id: int = 0):
+        if segment_bytes < 14 + 61:
+            raise ConfigError(f"segment_bytes {segment_bytes} is too small", option="segment_bytes")
+        self.data_dir = os.path.abspath(data_dir)
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self.local_retention_bytes = local_retention_bytes
+        self.local_retention_ms = local_retention_ms
+        self.tiering = TieringConfig(layout=layout, key_prefix=key_prefix, chunk_size=chunk_size,
+                                     chunk_compression=chunk_compression, presign=presign,
+                                     broker_id=broker_id)
+        self.remote_storage = remote_storage
+
+        def secret(v):
+            return v if v is None or isinstance(v, Secret) else Secret(v)
+        self.store = open_remote_store(remote_storage, S3Options(
+            endpoint_url=s3_endpoint_url, region=s3_region, access_key_id=s3_access_key_id,
+            secret_access_key=secret(s3_secret_access_key), session_token=secret(s3_session_token),
+            presign_expiry_s=presign_expiry_s)) if remote_storage else None
+        self.metrics = BrokerMetrics()
+        self._lock = threading.RLock()
+        self._topics: dict[str, TopicInfo] = {}
+        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._load()
+
+    # ---------------------------------------------------------------------------- topics
+    def _load(self) -> None:
+        path = os.path.join(self.data_dir, TOPICS_FILE)
+        if not os.path.exists(path):
+            return
+        with open(path) as f:
+            doc = json.load(f)
+        for t in doc["topics"]:
+            info = TopicInfo(**t)
+            self._topics[info.name] = info
+            for p in range(info.partitions):
+                self._open_partition(info, p)
+
+    def _save_topics(self) -> None:
+        path = os.path.join(self.data_dir, TOPICS_FILE)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"version": 1, "topics": [t.__dict__ for t in self._topics.values()]}, f, indent=1)
+        os.replace(tmp, path)
+
+    def _open_partition(self, info: TopicInfo, p: int) -> _Partition:
+        part = _Partition(self, info, p)
+        part.load()
+        self._partitions[(info.name, p)] = part
+        return part
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo:
+        try:
+            return self._topics[name]
+        except KeyError:
+            raise StorageError("UNKNOWN_TOPIC_OR_PARTITION", f"unknown topic {name!r}") from None
+
+    def topic_by_id(self, topic_id: str | bytes) -> TopicInfo:
+        tid = uuid_to_str(topic_id) if isinstance(topic_id, (bytes, bytearray)) else topic_id
+        for t in self._topics.values():
+            if t.topic_id == tid:
+                return t
+        raise StorageError("UNKNOWN_TOPIC_ID", f"unknown topic id {tid}")
+
+    def create_topic(self, name: str, partitions: int = 1, *, topic_id: str | None = None,
+                     log_append_time: bool = False) -> TopicInfo:
+        if not name or len(name) > 249 or any(not (c.isalnum() or c in "._-") for c in name) \
+                or name in (".", ".."):
+            raise StorageError("INVALID_TOPIC_EXCEPTION", f"invalid topic name {name!r}")
+        if partitions < 1:
+            raise StorageError("INVALID_PARTITIONS", f"topic {name!r}: partitions must be >= 1, got {partitions}")
+        with self._lock:
+            if name in self._topics:
+                raise StorageError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+            info = TopicInfo(name, topic_id or uuid_to_str(random_uuid()), partitions, log_append_time)
+            self._topics[name] = info
+            for p in range(partitions):
+                self._open_partition(info, p)
+            self._save_topics()
+            return info
+
+    def _part(self, topic: str, partition: int) -> _Partition:
+        try:
+            return self._partitions[(topic, partition)]
+        except KeyError:
+            raise StorageError("UNKNOWN_TOPIC_OR_PARTITION", "no such partition",
+                               topic=topic, partition=partition) from None
+
+    def import_log_dir(self, topic: str, partition: int, path: str) -> PartitionOffsets:
+        """Adopt Kafka segment files (``*.log`` with their ``.txnindex``) as the partition's log,
+        offsets and batches unchanged; missing or differing indexes are rebuilt.  Creates the
+        topic (or adds partitions) as needed; the partition must be empty."""
+        names = sorted(n for n in os.listdir(path) if n.endswith(".log") and n[:-4].isdigit())
+        if not names:
+            raise KafkaTieredError(f"import_log_dir: no %020d.log segment files in {path}")
+        with self._lock:
+            info = self._topics.get(topic)
+            if info is None:
+                info = self.create_topic(topic, partition + 1)
+            elif partition >= info.partitions:
+                grown = TopicInfo(info.name, info.topic_id, partition + 1, info.log_append_time)
+                self._topics[topic] = grown
+                for p in range(info.partitions, partition + 1):
+                    self._open_partition(grown, p)
+                self._save_topics()
+                info = grown
+            part = self._part(topic, partition)
+            with part.lock:
+                if part.log.log_end_offset != part.log.local_start_offset or \
+                        (part.remote and part.remote.segments):
+                    raise StorageError("INVALID_PARTITIONS", "import_log_dir needs an empty partition",
+                                       topic=topic, partition=partition)
+                for seg in part.log.segments:
+                    seg.delete()
+                for n in names:
+                    base = n[:-4]
+                    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                        src = os.path.join(path, base + suffix)
+                        if os.path.exists(src):
+                            shutil.copyfile(src, os.path.join(part.dir, base + suffix))
+                part.log.load()
+                first = part.log.segments[0]
+                heads = next(first.headers_from(0), None)
+                part.log_start_offset = heads.base_offset if heads else first.base_offset
+                part.save()
+                return part.offsets()
+
+    # ---------------------------------------------------------------------------- writes
+    def append(self, topic: str, partition: int, records: bytes) -> AppendResult:
+        """Append a Produce request's record batches.  Raises :class:`StorageError`
+        (CORRUPT_MESSAGE, UNSUPPORTED_FOR_MESSAGE_FORMAT, INVALID_RECORD,
+        OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION)."""
+        part = self._part(topic, partition)
+        with part.lock:
+            base, last, lat = part.log.append(records)
+            return AppendResult(base, last, lat, part.log_start_offset)
+
+    def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                         commit: bool, coordinator_epoch: int) -> int:
+        """Write a COMMIT or ABORT marker (what EndTxn's WriteTxnMarkers does); returns its offset."""
+        part = self._part(topic, partition)
+        with part.lock:
+            return part.log.write_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+
+    def roll(self, topic: str, partition: int) -> None:
+        """Close the active segment now (if it holds data), so tier() may copy it."""
+        part = self._part(topic, partition)
+        with part.lock:
+            part.log.roll()
+
+    def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
+        """Producer id -> first offset of each open transaction."""
+        return self._part(topic, partition).log.open_transactions()
+
+    # ---------------------------------------------------------------------------- reads
+    def offsets(self, topic: str, partition: int) -> PartitionOffsets:
+        return self._part(topic, partition).offsets()
+
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int,
+             isolation_level: int = 0, *, client_id: str | None = None) -> FetchResult:
+        """Whole batches from ``offset`` (at least one, then as many as fit ``max_bytes``),
+        bounded by the HW (read_uncommitted) or the LSO (read_committed).  Offsets that only
+        remote storage holds are fetched from it, as Kafka's RemoteLogManager does."""
+        part = self._part(topic, partition)
+        committed = isolation_level == READ_COMMITTED
+        with part.lock:
+            o = part.offsets()
+            bound = o.last_stable_offset if committed else o.high_watermark
+
+            def answer(records=b"", aborted=None, error=None, remote=False, message=None):
+                return FetchResult(records, o.high_watermark, o.last_stable_offset, o.log_start_offset,
+                                   (aborted if aborted is not None else []) if committed and not error else None,
+                                   error, remote, message)
+
+            if offset < o.log_start_offset:
+                return answer(error="OFFSET_OUT_OF_RANGE",
+                              message=f"offset {offset} is below the log start offset {o.log_start_offset}")
+            if offset > o.log_end_offset:
+                return answer(error="OFFSET_OUT_OF_RANGE",
+                              message=f"offset {offset} is past the log end offset {o.log_end_offset}")
+            if offset >= bound:
+                return answer()
+            if offset < o.local_log_start_offset and part.remote is not None and part.remote.segments:
+                t0 = time.perf_counter()
+                try:
+                    r = part.remote.read(offset, max_bytes)
+                except KafkaTieredError as exc:
+                    # Kafka answers a failed remote fetch with a storage error on that partition
+                    self.metrics.add("remote_fetch_errors_total", client_id, topic)
+                    return answer(error="KAFKA_STORAGE_ERROR", message=str(exc))
+                finally:
+                    self.metrics.add("remote_fetch_latency_seconds_sum", client_id, topic,
+                                     time.perf_counter() - t0)
+                if r is not None:
+                    self.metrics.add("remote_fetch_requests_total", client_id, topic)
+                    self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
+                    aborted = None
+                    if committed:
+                        aborted = self._aborted(part, offset, r.next_offset, r.segment)
+                    return answer(r.records, aborted, remote=True)
+                offset = max(offset, o.local_log_start_offset)
+            if offset < o.local_log_start_offset:
+                return answer(error="OFFSET_OUT_OF_RANGE",
+                              message=f"offset {offset} is neither in remote storage nor local "
+                                      f"(local log starts at {o.local_log_start_offset})")
+            lr = part.log.read(offset, max_bytes, bound)
+            aborted = None
+            if committed and lr.records:
+                got, _ = part.log.aborted_local(offset, lr.upper_bound, part.log.segment_for(offset) or 0)
+                aborted = [(a.producer_id, a.first_offset) for a in got]
+            return answer(lr.records, aborted)
+
+    def _aborted(self, part: _Partition, offset: int, upper: int,
+                 start_meta: RemoteSegmentMetadata) -> list[tuple[int, int]]:
+        """Aborted transactions overlapping [offset, upper) from the txn indexes of the remote
+        segment holding ``offset``, later remote segments, then local segments (Kafka's
+        RemoteLogManager.collectAbortedTransactions)."""
+        got, complete = part.remote.aborted(offset, upper, start_meta)
+        if not complete:
+            # local segments that overlap remote ones would repeat entries: skip those
+            local_from = 0
+            segs = part.log.segments
+            while local_from < len(segs) and segs[local_from].base_offset <= part.remote.highest_offset:
+                local_from += 1
+            more, _ = part.log.aborted_local(offset, upper, local_from)
+            got = got + more
+        return [(a.producer_id, a.first_offset) for a in got]
+
+    def locate(self, topic: str, partition: int, offset: int, max_bytes: int,
+               isolation_level: int = 0, *, client_id: str | None = None) -> LocationAnswer | None:
+        """KIP-1248: the remote segment and byte range holding ``offset``, or None when the
+        offset is not served only from remote storage (then answer with an ordinary fetch)."""
+        part = self._part(topic, partition)
+        with part.lock:
+            o = part.offsets()
+            if part.remote is None or not part.remote.segments:
+                return None
+            if not (o.log_start_offset <= offset < o.local_log_start_offset):
+                return None
+            meta = part.remote.find(offset)
+            if meta is None:
+                later = [s for s in part.remote.segments if s.base_offset > offset]
+                if not later:
+                    return None
+                meta, offset = later[0], later[0].base_offset
+            h = part.remote.hint(meta, offset, max_bytes)
+            aborted = None
+            if isolation_level == READ_COMMITTED:
+                aborted = self._aborted(part, offset, h.next_offset, meta)
+            url = part.remote.presign(meta)
+            self.metrics.add("location_grants_total", client_id, topic)
+            self.metrics.add("location_granted_bytes_total", client_id, topic, h.end - h.start)
+            return LocationAnswer(
+                topic=topic, topic_id=part.topic.topic_id_bytes, partition=partition,
+                segment_id=meta.segment_id_bytes, custom_metadata=meta.custom_metadata_bytes,
+                start_position=h.start, end_position=h.end, base_offset=meta.base_offset,
+                end_offset=meta.end_offset, size_bytes=meta.size_bytes,
+                high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
+                log_start_offset=o.log_start_offset, aborted=aborted, object_key=meta.log_key,
+                presigned_url=url)
+
+    def remote_segments(self, topic: str, partition: int) -> list[RemoteSegmentMetadata]:
+        part = self._part(topic, partition)
+        return list(part.remote.segments) if part.remote else []
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int,
+                     isolation_level: int = 0) -> tuple[int, int]:
+        """(offset, timestamp) for a ListOffsets query; (-1, -1) when there is no answer."""
+        part = self._part(topic, partition)
+        with part.lock:
+            o = part.offsets()
+            if timestamp == LATEST:
+                return (o.last_stable_offset if isolation_level == READ_COMMITTED else o.high_watermark,
+                        NO_TIMESTAMP)
+            if timestamp == EARLIEST:
+                return o.log_start_offset, NO_TIMESTAMP
+            if timestamp == EARLIEST_LOCAL:
+                return max(o.local_log_start_offset, o.log_start_offset), NO_TIMESTAMP
+            if timestamp == LATEST_TIERED:
+                return o.highest_tiered_offset, NO_TIMESTAMP
+            if timestamp == EARLIEST_PENDING_UPLOAD:
+                if part.remote is None:
+                    return -1, NO_TIMESTAMP
+                first = o.highest_tiered_offset + 1 if o.highest_tiered_offset >= 0 else o.local_log_start_offset
+                return (first, NO_TIMESTAMP) if first < o.log_end_offset else (-1, NO_TIMESTAMP)
+            if timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp(part)
+            if timestamp < 0:
+                raise StorageError("INVALID_REQUEST",
+                                   f"unknown ListOffsets timestamp {timestamp}", topic=topic, partition=partition)
+            return self._offset_for_time(part, timestamp)
+
+    def _batch_bytes_local(self, seg, h) -> bytes:
+        return seg.read_bytes(h.position, h.end)
+
+    def _offset_for_time(self, part: _Partition, ts: int) -> tuple[int, int]:
+        found = None
+        if part.remote is not None:
+            r = part.remote.offset_for_time(ts)
+            if r is not None:
+                found = r[2]
+        if found is None:
+            hit = part.log.batch_at_or_after_time(ts)
+            if hit is not None:
+                found = self._batch_bytes_local(*hit)
+        if found is None:
+            return -1, NO_TIMESTAMP
+        for off, rts in record_timestamps(found):
+            if rts >= ts and off >= part.log_start_offset:
+                return off, rts
+        return -1, NO_TIMESTAMP
+
+    def _max_timestamp(self, part: _Partition) -> tuple[int, int]:
+        best = None     # (max ts, batch bytes)
+        if part.remote is not None:
+            for meta in part.remote.segments:
+                if best is None or meta.max_timestamp > best[0]:
+                    best = (meta.max_timestamp, ("remote", meta))
+        for seg in part.log.segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]) \
+                    and (part.remote is None or seg.base_offset > part.remote.highest_offset):
+                best = (seg.max_timestamp, ("local", seg))
+        if best is None or best[0] < 0:
+            return -1, NO_TIMESTAMP
+        ts, (kind, where) = best
+        if kind == "remote":
+            hit = part.remote.offset_for_time(ts)
+            data = hit[2] if hit else None
+        else:
+            h = next((h for h in where.headers_from(0) if h.max_timestamp == ts), None)
+            data = where.read_bytes(h.position, h.end) if h else None
+        if data is None:
+            return -1, NO_TIMESTAMP
+        for off, rts in record_timestamps(data):
+            if rts == ts:
+                return off, rts
+        return -1, NO_TIMESTAMP
+
+    # ---------------------------------------------------------------------------- tiering
+    def tier(self, topic: str | None = None) -> list[RemoteSegmentMetadata]:
+        """Copy every closed segment that lies wholly below the LSO and is not tiered yet, then
+        apply local retention.  Returns the metadata of the segments copied now."""
+        if self.store is None:
+            raise ConfigError("tier() needs remote_storage", option="remote_storage")
+        copied = []
+        for (name, p), part in sorted(self._partitions.items()):
+            if topic is not None and name != topic:
+                continue
+            with part.lock:
+                lso = part.log.last_stable_offset
+                segs = part.log.segments
+                for i, seg in enumerate(segs[:-1]):
+                    if segs[i + 1].base_offset > lso:
+                        break
+                    if seg.size == 0 or seg.last_offset <= part.remote.highest_offset:
+                        continue
+                    copied.append(part.remote.copy(seg))
+                self._apply_local_retention(part)
+        return copied
+
+    def _apply_local_retention(self, part: _Partition) -> None:
+        tiered_end = part.remote.highest_offset
+        segs = part.log.segments
+        now = int(time.time() * 1000)
+        total = sum(s.size for s in segs)
+        cut = None
+        for i, seg in enumerate(segs[:-1]):
+            if seg.last_offset > tiered_end:
+                break
+            if self.local_retention_bytes is None and self.local_retention_ms is None:
+                delete = True
+            else:
+                # Kafka's size rule: delete only while what stays is still >= the limit
+                by_bytes = self.local_retention_bytes is not None and self.local_retention_bytes >= 0 \
+                    and total - seg.size >= self.local_retention_bytes
+                by_time = self.local_retention_ms is not None and self.local_retention_ms >= 0 \
+                    and seg.max_timestamp >= 0 and now - seg.max_timestamp > self.local_retention_ms
+                delete = by_bytes or by_time
+            if not delete:
+                break
+            total -= seg.size
+            cut = segs[i + 1].base_offset
+        if cut is not None:
+            part.log.delete_segments_before(cut)
+
+    def close(self) -> None:
+        """Nothing stays open between calls; kept so owners can treat storage as a resource."""
+
+
+def record_timestamps(batch: bytes):
+    """(offset, timestamp) of every record of one batch (any codec), via kafka-python's reader."""
+    try:
+        from kafka.record.default_records import DefaultRecordBatch
+    except ImportError:
+        raise KafkaTieredError("ListOffsets by timestamp in the embedded broker needs kafka-python "
+                               "(the dev extra) to read record timestamps") from None
+    for r in DefaultRecordBatch(bytes(batch)):
+        yield r.offset, r.timestamp
+
+
+__all__ = [
+    "BrokerStorage", "TopicInfo", "AppendResult", "FetchResult", "LocationAnswer",
+    "PartitionOffsets", "BrokerMetrics", "StorageError", "AbortedTxn",
+    "LATEST", "EARLIEST", "MAX_TIMESTAMP", "EARLIEST_LOCAL", "LATEST_TIERED",
+    "EARLIEST_PENDING_UPLOAD",
+]

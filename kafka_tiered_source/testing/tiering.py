@@ -1,0 +1,365 @@
+"""The embedded broker's remote log manager: copy closed segments to remote storage, remember
+them, and serve reads and KIP-1248 location answers for offsets that only remote storage holds.
+
+Two object layouts (``layout``):
+
+* ``"aiven"`` — Aiven's tiered-storage plugin: ``.log`` (optionally zstd chunk-compressed),
+  ``.indexes`` and ``.rsm-manifest``, written with :mod:`kafka_tiered_source.storage.aiven`;
+  custom metadata carries REMOTE_SIZE and OBJECT_KEY (and OBJECT_PREFIX when a prefix is set).
+* ``"kafka-local-tiered"`` — Kafka's LocalTieredStorage: ``.log``, ``.index``, ``.timeindex``,
+  ``.txnindex``, ``.snapshot`` and ``.leader_epoch_checkpoint`` per segment; no custom metadata.
+
+Per tiered segment a RemoteLogSegmentMetadata-like record (state COPY_FINISHED) is persisted as
+JSON in the partition directory, next to local copies of the segment's offset, time and
+transaction indexes plus its batch table: the broker answers location hints and aborted
+transactions from them without fetching anything.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..errors import KafkaTieredError
+from ..ids import random_uuid, uuid_from_str, uuid_to_str
+from ..records.header import iter_headers
+from ..storage import aiven
+from ..storage.segment import RemoteSegment
+from .log import (
+    AbortedTxn, Segment, build_indexes, collect_aborted, lookup_position,
+    parse_offset_index, parse_time_index, parse_txn_index, lookup_time,
+)
+from .remote import RemoteStore
+
+LAYOUT_AIVEN = "aiven"
+LAYOUT_KAFKA_LOCAL = "kafka-local-tiered"
+LAYOUTS = (LAYOUT_AIVEN, LAYOUT_KAFKA_LOCAL)
+STORAGE_FORMAT = "ApacheKafkaV1"
+COPY_FINISHED = "COPY_FINISHED"
+BATCH_ENTRY = struct.Struct(">qii")       # last offset, position, size
+METADATA_FILE = "remote-log-segments.json"
+INDEX_DIR = "remote-indexes"
+
+
+@dataclass(frozen=True)
+class TieringConfig:
+    layout: str = LAYOUT_AIVEN
+    key_prefix: str = ""
+    chunk_size: int = 4 * 1024 * 1024        # Aiven's chunk.size default
+    chunk_compression: bool = False
+    presign: bool = False
+    broker_id: int = 0
+
+    def __post_init__(self):
+        if self.layout not in LAYOUTS:
+            from ..errors import ConfigError
+            raise ConfigError(f"layout {self.layout!r} is not one of {', '.join(LAYOUTS)}", option="layout")
+
+
+@dataclass
+class RemoteSegmentMetadata:
+    """What Kafka's RemoteLogSegmentMetadata holds, plus where the objects are."""
+    segment_id: str                 # Kafka Uuid string
+    topic: str
+    topic_id: str
+    partition: int
+    base_offset: int
+    end_offset: int                 # inclusive
+    size_bytes: int
+    max_timestamp: int
+    event_timestamp: int
+    layout: str
+    log_key: str                    # the .log object's key, relative to the store root
+    custom_metadata: str | None = None   # hex of the bytes (JSON-safe)
+    leader_epochs: dict = field(default_factory=dict)
+    txn_index_empty: bool = True
+    chunk_compression: bool = False
+    state: str = COPY_FINISHED
+    broker_id: int = 0
+
+    @property
+    def segment_id_bytes(self) -> bytes:
+        return uuid_from_str(self.segment_id)
+
+    @property
+    def custom_metadata_bytes(self) -> bytes | None:
+        return bytes.fromhex(self.custom_metadata) if self.custom_metadata is not None else None
+
+    def to_remote_segment(self, presigned_url: str | None = None) -> RemoteSegment:
+        return RemoteSegment(self.topic, self.topic_id, self.partition, self.segment_id,
+                             self.base_offset, self.end_offset, self.size_bytes,
+                             self.custom_metadata_bytes, presigned_url, STORAGE_FORMAT)
+
+
+@dataclass(frozen=True)
+class RemoteRead:
+    records: bytes
+    next_offset: int
+    segment: RemoteSegmentMetadata
+    bytes_fetched: int
+
+
+@dataclass(frozen=True)
+class Hint:
+    segment: RemoteSegmentMetadata
+    start: int                      # byte position of the batch holding the offset
+    end: int                        # exclusive
+    next_offset: int                # offset after the last batch in [start, end)
+
+
+def leader_epoch_checkpoint(data: bytes) -> tuple[bytes, dict]:
+    """Kafka's leader-epoch checkpoint text (version 0, count, "epoch startOffset" lines) for the
+    epochs seen in a segment's batches."""
+    epochs: dict[int, int] = {}
+    for h in iter_headers(data):
+        if h.partition_leader_epoch >= 0 and h.partition_leader_epoch not in epochs:
+            epochs[h.partition_leader_epoch] = h.base_offset
+    lines = ["0", str(len(epochs))] + [f"{e} {o}" for e, o in sorted(epochs.items())]
+    return ("\n".join(lines) + "\n").encode("ascii"), epochs
+
+
+class RemotePartition:
+    """The remote half of one partition: metadata, local index copies, copy and fetch."""
+
+    def __init__(self, directory: str, *, topic: str, topic_id: str, partition: int,
+                 store: RemoteStore, config: TieringConfig):
+        self.dir = directory
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition = partition
+        self.store = store
+        self.config = config
+        self.segments: list[RemoteSegmentMetadata] = []
+        self._cache: dict[tuple[str, str], object] = {}
+        self.index_dir = os.path.join(directory, INDEX_DIR)
+        self._load()
+
+    # -- persistence
+    @property
+    def _meta_path(self) -> str:
+        return os.path.join(self.dir, METADATA_FILE)
+
+    def _load(self) -> None:
+        if os.path.exists(self._meta_path):
+            with open(self._meta_path) as f:
+                doc = json.load(f)
+            for d in doc["segments"]:
+                d["leader_epochs"] = {int(k): v for k, v in d["leader_epochs"].items()}   # JSON keys are strings
+                self.segments.append(RemoteSegmentMetadata(**d))
+
+    def _save(self) -> None:
+        tmp = self._meta_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"version": 1, "segments": [asdict(s) for s in self.segments]}, f, indent=1)
+        os.replace(tmp, self._meta_path)
+
+    def _local(self, meta: RemoteSegmentMetadata, suffix: str) -> str:
+        return os.path.join(self.index_dir, f"{meta.base_offset:020d}-{meta.segment_id}{suffix}")
+
+    def _read_local(self, meta, suffix) -> bytes:
+        with open(self._local(meta, suffix), "rb") as f:
+            return f.read()
+
+    # -- queries
+    @property
+    def highest_offset(self) -> int:
+        """End offset of the last tiered segment, -1 when nothing is tiered."""
+        return self.segments[-1].end_offset if self.segments else -1
+
+    @property
+    def earliest_offset(self) -> int | None:
+        return self.segments[0].base_offset if self.segments else None
+
+    def find(self, offset: int) -> RemoteSegmentMetadata | None:
+        for s in self.segments:
+            if s.base_offset <= offset <= s.end_offset:
+                return s
+        return None
+
+    def offset_index(self, meta):
+        key = (meta.segment_id, "index")
+        if key not in self._cache:
+            self._cache[key] = parse_offset_index(self._read_local(meta, ".index"))
+        return self._cache[key]
+
+    def time_index(self, meta):
+        key = (meta.segment_id, "timeindex")
+        if key not in self._cache:
+            self._cache[key] = parse_time_index(self._read_local(meta, ".timeindex"))
+        return self._cache[key]
+
+    def txn_entries(self, meta) -> list[AbortedTxn]:
+        key = (meta.segment_id, "txnindex")
+        if key not in self._cache:
+            self._cache[key] = parse_txn_index(self._read_local(meta, ".txnindex"),
+                                               source=self._local(meta, ".txnindex"))
+        return self._cache[key]
+
+    def batches(self, meta) -> list[tuple[int, int, int]]:
+        key = (meta.segment_id, "batches")
+        if key not in self._cache:
+            raw = self._read_local(meta, ".batches")
+            self._cache[key] = [BATCH_ENTRY.unpack_from(raw, i) for i in range(0, len(raw), BATCH_ENTRY.size)]
+        return self._cache[key]
+
+    def aborted(self, fetch_offset: int, upper_bound: int, start_meta) -> tuple[list[AbortedTxn], bool]:
+        """Aborted transactions from the txn indexes of ``start_meta`` and later remote segments."""
+        out = []
+        started = False
+        for s in self.segments:
+            if s is start_meta:
+                started = True
+            if not started:
+                continue
+            got, complete = collect_aborted(self.txn_entries(s), fetch_offset, upper_bound)
+            out.extend(got)
+            if complete:
+                return out, True
+        return out, False
+
+    # -- copy
+    def copy(self, seg: Segment, *, event_ms: int | None = None) -> RemoteSegmentMetadata:
+        """Upload one closed segment in the configured layout and record it COPY_FINISHED."""
+        data = seg.data()
+        seg_id = uuid_to_str(random_uuid())
+        offset_index, time_index = build_indexes(data, seg.base_offset, seg.index.interval)
+        with open(seg.file(".txnindex"), "rb") as f:
+            txn = f.read()
+        checkpoint, epochs = leader_epoch_checkpoint(data)
+        headers = list(iter_headers(data))
+        last_offset = headers[-1].last_offset if headers else seg.base_offset
+        max_ts = max((h.max_timestamp for h in headers), default=-1)
+        cfg = self.config
+        custom = None
+        if cfg.layout == LAYOUT_AIVEN:
+            stem = aiven.main_path(self.topic, self.topic_id, self.partition, seg.base_offset, seg_id)
+            log_key = f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_LOG}"
+            obj, chunk_index = aiven.transform_chunks(data, cfg.chunk_size, cfg.chunk_compression)
+            blob, seg_indexes = aiven.build_indexes(offset_index, time_index, b"", checkpoint,
+                                                    txn if txn else None)
+            manifest = aiven.SegmentManifest(
+                chunk_index, seg_indexes, cfg.chunk_compression, None,
+                aiven.remote_log_segment_metadata_json(
+                    topic=self.topic, topic_id=self.topic_id, partition=self.partition,
+                    segment_id=seg_id, start_offset=seg.base_offset, end_offset=last_offset,
+                    max_timestamp_ms=max_ts, broker_id=cfg.broker_id,
+                    event_timestamp_ms=event_ms or int(time.time() * 1000),
+                    segment_leader_epochs=epochs)).to_json()
+            self.store.put(log_key, obj)
+            self.store.put(f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_INDEXES}", blob)
+            self.store.put(f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_MANIFEST}", manifest)
+            custom = aiven.encode_custom_metadata(
+                remote_size=len(obj) + len(blob) + len(manifest),
+                object_prefix=cfg.key_prefix or None, object_key=stem).hex()
+        else:
+            stem = f"{self.topic}-{self.partition}-{self.topic_id}/{seg.base_offset:020d}-{seg_id}"
+            log_key = f"{cfg.key_prefix}{stem}.log"
+            for suffix, content in ((".log", data), (".index", offset_index), (".timeindex", time_index),
+                                    (".txnindex", txn), (".snapshot", b""),
+                                    (".leader_epoch_checkpoint", checkpoint)):
+                self.store.put(f"{cfg.key_prefix}{stem}{suffix}", content)
+        meta = RemoteSegmentMetadata(
+            segment_id=seg_id, topic=self.topic, topic_id=self.topic_id, partition=self.partition,
+            base_offset=seg.base_offset, end_offset=last_offset, size_bytes=len(data),
+            max_timestamp=max_ts, event_timestamp=event_ms or int(time.time() * 1000),
+            layout=cfg.layout, log_key=log_key, custom_metadata=custom, leader_epochs=epochs,
+            txn_index_empty=not txn, chunk_compression=cfg.layout == LAYOUT_AIVEN and cfg.chunk_compression,
+            broker_id=cfg.broker_id)
+        os.makedirs(self.index_dir, exist_ok=True)
+        table = b"".join(BATCH_ENTRY.pack(h.last_offset, h.position, h.size) for h in headers)
+        for suffix, content in ((".index", offset_index), (".timeindex", time_index),
+                                (".txnindex", txn), (".batches", table)):
+            with open(self._local(meta, suffix), "wb") as f:
+                f.write(content)
+        self.segments.append(meta)
+        self.segments.sort(key=lambda s: s.base_offset)
+        self._save()
+        return meta
+
+    # -- fetch
+    def _manifest(self, meta) -> aiven.SegmentManifest:
+        key = (meta.segment_id, "manifest")
+        if key not in self._cache:
+            mkey = meta.log_key[: -len(aiven.SUFFIX_LOG)] + aiven.SUFFIX_MANIFEST
+            m = aiven.SegmentManifest.from_json(self.store.get(mkey), location=self.store.location(mkey))
+            aiven.require_readable(m, self.store.location(mkey))
+            self._cache[key] = m
+        return self._cache[key]
+
+    def fetch_range(self, meta, start: int, end: int) -> tuple[bytes, int]:
+        """Original segment bytes [start, end) and the number of bytes fetched from the store."""
+        if not meta.chunk_compression:
+            data = self.store.get(meta.log_key, start, end)
+            return data, len(data)
+        ci = self._manifest(meta).chunk_index
+        chunks = ci.chunks_for_range(start, end)
+        if not chunks:
+            return b"", 0
+        t0 = chunks[0].transformed_position
+        t1 = chunks[-1].transformed_position + chunks[-1].transformed_size
+        raw = self.store.get(meta.log_key, t0, t1)
+        loc = self.store.location(meta.log_key)
+        plain = b"".join(aiven.decompress_chunk(raw[c.transformed_position - t0:
+                                                    c.transformed_position - t0 + c.transformed_size], c, loc)
+                         for c in chunks)
+        o0 = chunks[0].original_position
+        return plain[start - o0:end - o0], len(raw)
+
+    def hint(self, meta, offset: int, max_bytes: int) -> Hint:
+        """The byte range of whole batches from the one holding ``offset``: at least that batch,
+        then more while the range stays within ``max_bytes``."""
+        table = self.batches(meta)
+        i = 0
+        # the index narrows the scan as the broker would; the batch table makes it exact
+        pos = lookup_position(self.offset_index(meta), meta.base_offset, offset)
+        while i < len(table) and table[i][1] < pos:
+            i += 1
+        while i < len(table) and table[i][0] < offset:
+            i += 1
+        if i == len(table):
+            raise KafkaTieredError(f"offset {offset} is past the last batch of remote segment "
+                                   f"{meta.segment_id} ({self.topic}-{self.partition})")
+        start = table[i][1]
+        end = start + table[i][2]
+        nxt = table[i][0] + 1
+        for last, p, size in table[i + 1:]:
+            if p + size - start > max_bytes:
+                break
+            end, nxt = p + size, last + 1
+        return Hint(meta, start, end, nxt)
+
+    def read(self, offset: int, max_bytes: int) -> RemoteRead | None:
+        """Whole batches from remote storage, as Kafka's RemoteLogManager.read serves them."""
+        meta = self.find(offset)
+        if meta is None:
+            # an offset in a compaction gap between remote segments: next segment's first batch
+            later = [s for s in self.segments if s.base_offset > offset]
+            if not later:
+                return None
+            meta, offset = later[0], later[0].base_offset
+        h = self.hint(meta, offset, max_bytes)
+        data, fetched = self.fetch_range(meta, h.start, h.end)
+        if len(data) != h.end - h.start:
+            raise KafkaTieredError(f"remote object {self.store.location(meta.log_key)} returned "
+                                   f"{len(data)} bytes for [{h.start}, {h.end})")
+        return RemoteRead(data, h.next_offset, meta, fetched)
+
+    def offset_for_time(self, ts: int) -> tuple[RemoteSegmentMetadata, int, bytes] | None:
+        """(segment, position, batch bytes) of the first remote batch whose max timestamp >= ts."""
+        for meta in self.segments:
+            if meta.max_timestamp < ts:
+                continue
+            start_off = lookup_time(self.time_index(meta), meta.base_offset, ts)
+            pos = lookup_position(self.offset_index(meta), meta.base_offset, start_off)
+            for last, p, size in self.batches(meta):
+                if p < pos:
+                    continue
+                data, _ = self.fetch_range(meta, p, p + size)
+                if struct.unpack_from(">q", data, 35)[0] >= ts:
+                    return meta, p, data
+        return None
+
+    def presign(self, meta) -> str | None:
+        return self.store.presign(meta.log_key) if self.config.presign else None

@@ -1,0 +1,155 @@
+"""Shared pytest fixtures and client helpers around the embedded broker (``EmbeddedCluster``).
+
+Use from a test module::
+
+    from broker_fixtures import cluster_factory, tiered_cluster, consume_kafka_python, consume_confluent
+
+``cluster_factory(**kwargs)`` starts an EmbeddedCluster on a fresh data dir (remote storage in
+``file://`` under the test's tmp dir unless ``remote_storage`` is given) and stops it at teardown;
+``tiered_cluster`` is one such cluster with small segments (64 KiB) so produced data rolls.
+``fixture_cluster`` (module scope) holds every Kafka 3.9.1 fixture partition, imported and tiered,
+with the local copies of tiered segments deleted (reads of them go to remote storage).
+
+The consume helpers return records as dicts shaped like the fixtures' ``expected/*.jsonl``
+(offset, timestamp, timestampType, key and value base64 or None, headers ``[[key, b64|None]]``).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+
+import pytest
+
+from conftest import FIXTURES
+from kafka_tiered_source.testing import EmbeddedCluster
+
+FIXTURE_META = {(m["topic"], m["partition"]): m
+                for m in json.load(open(os.path.join(FIXTURES, "meta.json")))}
+FIXTURE_PARTITIONS = sorted(FIXTURE_META)
+
+
+def fixture_segments(topic: str, partition: int) -> str:
+    return os.path.join(FIXTURES, "segments", f"{topic}-{partition}")
+
+
+def fixture_expected(topic: str, partition: int, committed: bool) -> list[dict]:
+    kind = "committed" if committed else "uncommitted"
+    with open(os.path.join(FIXTURES, "expected", f"{topic}-{partition}.{kind}.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _b64(v):
+    return None if v is None else base64.b64encode(bytes(v)).decode("ascii")
+
+
+def _row(offset, ts, ts_type, key, value, headers):
+    return {"offset": offset, "timestamp": ts, "timestampType": ts_type, "key": _b64(key),
+            "value": _b64(value), "headers": [[k, _b64(v)] for k, v in (headers or [])]}
+
+
+@pytest.fixture
+def cluster_factory(tmp_path):
+    started = []
+
+    def make(**kwargs) -> EmbeddedCluster:
+        n = len(started)
+        data_dir = kwargs.pop("data_dir", str(tmp_path / f"broker{n}"))
+        kwargs.setdefault("remote_storage", f"file://{tmp_path}/remote{n}")
+        c = EmbeddedCluster(data_dir, **kwargs).start()
+        started.append(c)
+        return c
+
+    yield make
+    for c in started:
+        c.stop()
+
+
+@pytest.fixture
+def tiered_cluster(cluster_factory):
+    return cluster_factory(segment_bytes=64 * 1024)
+
+
+@pytest.fixture(scope="module")
+def fixture_cluster(tmp_path_factory):
+    base = tmp_path_factory.mktemp("fixture-broker")
+    with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{base}/remote") as c:
+        for t, p in FIXTURE_PARTITIONS:
+            c.import_log_dir(t, p, fixture_segments(t, p))
+        c.tier()
+        yield c
+
+
+# --------------------------------------------------------------------------------------------
+# consuming with the real clients
+
+
+def consume_kafka_python(bootstrap: str, topic: str, partition: int, *, start: int | None = None,
+                         end: int | None = None, read_committed: bool = False, timeout_s: float = 60,
+                         **config) -> list[dict]:
+    """Every record of ``topic``/``partition`` from ``start`` (default earliest) until the
+    consumer's position reaches ``end`` (default: the end offset the broker reports for the
+    isolation level), with kafka-python's KafkaConsumer and assign()."""
+    import kafka
+
+    tp = kafka.TopicPartition(topic, partition)
+    c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                            isolation_level="read_committed" if read_committed else "read_uncommitted",
+                            auto_offset_reset="earliest", **config)
+    try:
+        c.assign([tp])
+        if start is None:
+            c.seek_to_beginning(tp)
+        else:
+            c.seek(tp, start)
+        if end is None:
+            end = c.end_offsets([tp])[tp]
+        rows = []
+        deadline = time.monotonic() + timeout_s
+        while c.position(tp) < end:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"kafka-python: position {c.position(tp)} of {topic}-{partition} did "
+                                     f"not reach {end} in {timeout_s} s ({len(rows)} records)")
+            for recs in c.poll(timeout_ms=500).values():
+                for r in recs:
+                    rows.append(_row(r.offset, r.timestamp, r.timestamp_type, r.key, r.value, r.headers))
+        return rows
+    finally:
+        c.close()
+
+
+def consume_confluent(bootstrap: str, topic: str, partition: int, *, start: int | None = None,
+                      read_committed: bool = False, timeout_s: float = 60, **config) -> list[dict]:
+    """Every record from ``start`` (default earliest) to the end offset for the isolation level
+    (librdkafka's partition EOF), with confluent-kafka's Consumer and assign()."""
+    import confluent_kafka as ck
+
+    conf = {"bootstrap.servers": bootstrap, "group.id": "broker-tests", "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted"}
+    conf.update(config)
+    c = ck.Consumer(conf)
+    try:
+        c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING if start is None else start)])
+        rows = []
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"confluent-kafka: no end of {topic}-{partition} in {timeout_s} s "
+                                     f"({len(rows)} records)")
+            msg = c.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == ck.KafkaError._PARTITION_EOF:
+                    return rows
+                raise AssertionError(f"confluent-kafka consumer error: {msg.error()}")
+            ts_type, ts = msg.timestamp()
+            rows.append(_row(msg.offset(), ts, 1 if ts_type == ck.TIMESTAMP_LOG_APPEND_TIME else 0,
+                             msg.key(), msg.value(), msg.headers()))
+    finally:
+        c.close()
+
+
+CONSUMERS = {"kafka-python": consume_kafka_python, "confluent-kafka": consume_confluent}
