@@ -24,7 +24,7 @@ __all__ = [
     "__version__",
     "BrokerError", "ConfigError", "CorruptRecordError", "DataLossError",
     "DecompressionLimitError", "KafkaTieredError", "ProtocolError", "RemoteStorageError",
-    "decode", "decoder_backend",
+    "decode", "decoder_backend", "register",
 ]
 
 
@@ -38,3 +38,10 @@ def decoder_backend() -> str:
     """``"native"`` or ``"python"``: which decoder ``decode`` uses in this process."""
     from .records import decoder_backend as _backend
     return _backend()
+
+
+def register(spark) -> None:
+    """Register the ``kafka-tiered`` format with a ``SparkSession`` (Spark also registers it by
+    itself when the package is installed, through the top-level ``pyspark_kafka_tiered``)."""
+    from .spark import register as _register
+    _register(spark)

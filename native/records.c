@@ -17,12 +17,50 @@
 typedef struct {
     PyObject_HEAD
     uint8_t *p;
-    Py_ssize_t len;
+    Py_ssize_t len, cap;
 } kt_Buffer;
+
+/* A few big column buffers are kept when Arrow lets go of them and handed to the next batch:
+ * memory the process already touched costs no page faults (the kernel zeroes every fresh page,
+ * which was a fifth of the decode time).  Only touched with the GIL held. */
+#define KT_POOL_SLOTS 8
+#define KT_POOL_MIN (1 << 20)
+#define KT_POOL_MAX_BYTES ((Py_ssize_t)128 << 20)
+static struct { uint8_t *p; Py_ssize_t cap; } pool[KT_POOL_SLOTS];
+static int pool_n;
+static Py_ssize_t pool_bytes;
+
+static int pool_give(uint8_t *p, Py_ssize_t cap)
+{
+    if (cap < KT_POOL_MIN || pool_n == KT_POOL_SLOTS || pool_bytes + cap > KT_POOL_MAX_BYTES)
+        return 0;
+    pool[pool_n].p = p;
+    pool[pool_n].cap = cap;
+    pool_n++;
+    pool_bytes += cap;
+    return 1;
+}
+
+/* The smallest pooled buffer of at least `need` bytes (and not absurdly bigger), or NULL. */
+static uint8_t *pool_take(Py_ssize_t need, Py_ssize_t *cap)
+{
+    int best = -1;
+    for (int i = 0; i < pool_n; i++)
+        if (pool[i].cap >= need && pool[i].cap <= 4 * need + KT_POOL_MIN &&
+            (best < 0 || pool[i].cap < pool[best].cap))
+            best = i;
+    if (best < 0) return NULL;
+    uint8_t *p = pool[best].p;
+    *cap = pool[best].cap;
+    pool_bytes -= *cap;
+    pool[best] = pool[--pool_n];
+    return p;
+}
 
 static void buffer_dealloc(kt_Buffer *self)
 {
-    free(self->p);
+    if (!pool_give(self->p, self->cap))
+        free(self->p);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -47,7 +85,7 @@ PyTypeObject kt_BufferType = {
     .tp_doc = "Read-only memory produced by the decoder (owned; freed with the object).",
 };
 
-PyObject *kt_buffer_new(uint8_t *p, Py_ssize_t len)
+PyObject *kt_buffer_new(uint8_t *p, Py_ssize_t len, Py_ssize_t cap)
 {
     kt_Buffer *b = PyObject_New(kt_Buffer, &kt_BufferType);
     if (!b) {
@@ -56,6 +94,7 @@ PyObject *kt_buffer_new(uint8_t *p, Py_ssize_t len)
     }
     b->p = p;
     b->len = len;
+    b->cap = cap;
     return (PyObject *)b;
 }
 
@@ -66,7 +105,7 @@ typedef struct {
     Py_ssize_t len, cap;
 } kt_vec;
 
-#define KT_HUGE (2 * 1024 * 1024)
+#define KT_HUGE ((uintptr_t)2 * 1024 * 1024)
 
 static int vec_grow(kt_vec *v, Py_ssize_t extra)
 {
@@ -74,25 +113,18 @@ static int vec_grow(kt_vec *v, Py_ssize_t extra)
     Py_ssize_t cap = v->cap ? v->cap : 256;
     while (cap < need)
         cap = cap > PY_SSIZE_T_MAX / 2 ? need : cap * 2;
-    uint8_t *p;
+    /* realloc: big blocks are mmap'd by the C library and grow by remapping, not copying. */
+    uint8_t *p = realloc(v->p, (size_t)cap);
+    if (!p) return -1;
 #ifdef MADV_HUGEPAGE
-    if (cap >= 2 * KT_HUGE) {
-        /* Column buffers of big batches: 2 MiB-aligned and backed by transparent huge pages
-         * where the kernel allows it, so filling them costs a page fault per 2 MiB, not per
-         * 4 KiB (page faults were a third of the decode time of a 100k-record batch). */
-        cap = (cap + KT_HUGE - 1) / KT_HUGE * KT_HUGE;
-        void *q = NULL;
-        if (posix_memalign(&q, KT_HUGE, (size_t)cap)) return -1;
-        madvise(q, (size_t)cap, MADV_HUGEPAGE);
-        if (v->len) memcpy(q, v->p, (size_t)v->len);
-        free(v->p);
-        p = q;
-    } else
-#endif
-    {
-        p = realloc(v->p, (size_t)cap);
-        if (!p) return -1;
+    if ((uintptr_t)cap >= 2 * KT_HUGE) {
+        /* Back the 2 MiB-aligned inside of big column buffers with transparent huge pages
+         * where the kernel allows it: one page fault per 2 MiB instead of per 4 KiB. */
+        uintptr_t lo = ((uintptr_t)p + KT_HUGE - 1) & ~(KT_HUGE - 1);
+        uintptr_t hi = ((uintptr_t)p + (uintptr_t)cap) & ~(KT_HUGE - 1);
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
     }
+#endif
     v->p = p;
     v->cap = cap;
     return 0;
@@ -103,10 +135,30 @@ static inline int vec_reserve(kt_vec *v, Py_ssize_t extra)
     return v->cap - v->len >= extra ? 0 : vec_grow(v, extra);
 }
 
+/* vec_reserve that first looks in the pool; the GIL must be held. */
+static int vec_reserve_pooled(kt_vec *v, Py_ssize_t extra)
+{
+    if (v->cap - v->len >= extra) return 0;
+    Py_ssize_t need = v->len + extra, cap = 0;
+    if (need >= KT_POOL_MIN / 2) {
+        uint8_t *p = pool_take(need, &cap);
+        if (p) {
+            if (v->len) memcpy(p, v->p, (size_t)v->len);
+            free(v->p);
+            v->p = p;
+            v->cap = cap;
+            return 0;
+        }
+    }
+    return vec_grow(v, extra);
+}
+
 static inline void vec_put(kt_vec *v, const void *src, Py_ssize_t n)
 {
-    memcpy(v->p + v->len, src, (size_t)n);
-    v->len += n;
+    if (n) {   /* an empty vector may have no memory yet: memcpy(NULL, ...) is undefined */
+        memcpy(v->p + v->len, src, (size_t)n);
+        v->len += n;
+    }
 }
 
 static inline void put_i32(kt_vec *v, int32_t x) { vec_put(v, &x, 4); }
@@ -128,7 +180,7 @@ static PyObject *vec_take(kt_vec *v)
 {
     uint8_t *p = v->p ? v->p : malloc(1);
     if (!p) return PyErr_NoMemory();
-    PyObject *b = kt_buffer_new(p, v->len);
+    PyObject *b = kt_buffer_new(p, v->len, v->p ? v->cap : 1);
     v->p = NULL;
     v->len = v->cap = 0;
     return b;
@@ -282,7 +334,7 @@ static int parse_record(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt
     if (hcount < 0) return kt_fail(&r, r.pos - 1, e, "invalid header count %d", (int)hcount);
     /* Every header takes at least 2 bytes: refuse counts the record cannot hold before
      * reserving space for them. */
-    if (hcount > (r.end - r.pos) / 2)
+    if ((Py_ssize_t)hcount * 2 > r.end - r.pos)
         return kt_fail(&r, r.pos - 1, e, "header count %d does not fit in the record", (int)hcount);
     if (vec_reserve(&b->scratch, (Py_ssize_t)hcount * (Py_ssize_t)sizeof(kt_hspan)))
         return KT_NOMEM;
@@ -406,19 +458,19 @@ static PyObject *builder_append(kt_Builder *b, PyObject *args)
     kt_cursor c = {(const uint8_t *)view.buf, pos, end, origin, decompressed};
     kt_error e;
     int rc = KT_OK;
-    Py_BEGIN_ALLOW_THREADS
     /* Size the columns for the whole window at once (a record takes at least 7 bytes), so the
      * record loop never reallocates; untouched reserve costs address space, not memory. */
     Py_ssize_t win = end - pos, rows = win / 7 + 1;
     if (rows > remaining) rows = remaining;
     Py_ssize_t data = win < b->max_bytes ? win : b->max_bytes;
-    if (vec_reserve(&b->offsets, 8 * rows) || vec_reserve(&b->timestamps, 8 * rows) ||
-        vec_reserve(&b->ts_types, 4 * rows) || vec_reserve(&b->key_offsets, 4 * rows) ||
-        vec_reserve(&b->val_offsets, 4 * rows) || vec_reserve(&b->key_valid, rows / 8 + 1) ||
-        vec_reserve(&b->val_valid, rows / 8 + 1) || vec_reserve(&b->val_data, data) ||
-        (b->include_headers && (vec_reserve(&b->hdr_offsets, 4 * rows) ||
+    if (vec_reserve_pooled(&b->offsets, 8 * rows) || vec_reserve_pooled(&b->timestamps, 8 * rows) ||
+        vec_reserve_pooled(&b->ts_types, 4 * rows) || vec_reserve_pooled(&b->key_offsets, 4 * rows) ||
+        vec_reserve_pooled(&b->val_offsets, 4 * rows) || vec_reserve(&b->key_valid, rows / 8 + 1) ||
+        vec_reserve(&b->val_valid, rows / 8 + 1) || vec_reserve_pooled(&b->val_data, data) ||
+        (b->include_headers && (vec_reserve_pooled(&b->hdr_offsets, 4 * rows) ||
                                 vec_reserve(&b->hdr_valid, rows / 8 + 1))))
         rc = KT_NOMEM;
+    Py_BEGIN_ALLOW_THREADS
     while (rc == KT_OK && remaining > 0) {
         rc = parse_record(b, &c, &bi, &e);
         if (rc != KT_OK) break;

@@ -14,7 +14,7 @@ extern PyTypeObject kt_BuilderType;
 PyObject *kt_raise(const kt_error *e);
 
 /* A read-only buffer that owns malloc'd memory; pyarrow wraps it without a copy. */
-PyObject *kt_buffer_new(uint8_t *p, Py_ssize_t len);
+PyObject *kt_buffer_new(uint8_t *p, Py_ssize_t len, Py_ssize_t cap);
 
 /* batch.c */
 PyObject *kt_py_crc32c(PyObject *self, PyObject *args);

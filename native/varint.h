@@ -10,10 +10,20 @@ static inline int kt_varint(kt_cursor *c, kt_error *e, const char *what, int32_t
 {
     Py_ssize_t start = c->pos;
     uint32_t v = 0;
-    if (c->pos < c->end && !(c->buf[c->pos] & 0x80)) {      /* one byte: the common case */
-        v = c->buf[c->pos++];
-        *out = (int32_t)((v >> 1) ^ (~(v & 1) + 1));
-        return 0;
+    if (c->end - c->pos >= 2) {   /* one or two bytes: lengths and deltas of typical records */
+        const uint8_t *p = c->buf + c->pos;
+        if (!(p[0] & 0x80)) {
+            v = p[0];
+            c->pos += 1;
+            *out = (int32_t)((v >> 1) ^ (~(v & 1) + 1));
+            return 0;
+        }
+        if (!(p[1] & 0x80)) {
+            v = (uint32_t)(p[0] & 0x7F) | ((uint32_t)p[1] << 7);
+            c->pos += 2;
+            *out = (int32_t)((v >> 1) ^ (~(v & 1) + 1));
+            return 0;
+        }
     }
     for (int i = 0; i < 5; i++) {
         if (kt_need(c, 1, e, what)) return -1;
@@ -33,6 +43,11 @@ static inline int kt_varlong(kt_cursor *c, kt_error *e, const char *what, int64_
 {
     Py_ssize_t start = c->pos;
     uint64_t v = 0;
+    if (c->pos < c->end && !(c->buf[c->pos] & 0x80)) {
+        v = c->buf[c->pos++];
+        *out = (int64_t)((v >> 1) ^ (~(v & 1) + 1));
+        return 0;
+    }
     for (int i = 0; i < 10; i++) {
         if (kt_need(c, 1, e, what)) return -1;
         uint8_t b = c->buf[c->pos++];

@@ -10,8 +10,11 @@ Use from a test module::
 ``fixture_cluster`` (module scope) holds every Kafka 3.9.1 fixture partition, imported and tiered,
 with the local copies of tiered segments deleted (reads of them go to remote storage).
 
-The consume helpers return records as dicts shaped like the fixtures' ``expected/*.jsonl``
-(offset, timestamp, timestampType, key and value base64 or None, headers ``[[key, b64|None]]``).
+The consume helpers (``consume_kafka_python``, ``consume_confluent``; ``CONSUMERS`` by name)
+return records as dicts shaped like the fixtures' ``expected/*.jsonl`` (offset, timestamp,
+timestampType, key and value base64 or None, headers ``[[key, b64|None]]``); the produce
+helpers (``produce_kafka_python``, ``produce_confluent``; ``PRODUCERS``) write records with a
+codec, and ``expected_rows(records, base)`` is what consuming them back must give.
 """
 from __future__ import annotations
 
@@ -94,9 +97,11 @@ def consume_kafka_python(bootstrap: str, topic: str, partition: int, *, start: i
     import kafka
 
     tp = kafka.TopicPartition(topic, partition)
-    c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                            isolation_level="read_committed" if read_committed else "read_uncommitted",
-                            auto_offset_reset="earliest", **config)
+    kwargs = dict(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                  isolation_level="read_committed" if read_committed else "read_uncommitted",
+                  auto_offset_reset="earliest")
+    kwargs.update(config)
+    c = kafka.KafkaConsumer(**kwargs)
     try:
         c.assign([tp])
         if start is None:
@@ -127,6 +132,8 @@ def consume_confluent(bootstrap: str, topic: str, partition: int, *, start: int 
 
     conf = {"bootstrap.servers": bootstrap, "group.id": "broker-tests", "enable.auto.commit": False,
             "enable.partition.eof": True,
+            # librdkafka reports EOF after an empty fetch: a short long-poll keeps tests quick
+            "fetch.wait.max.ms": 100,
             "isolation.level": "read_committed" if read_committed else "read_uncommitted"}
     conf.update(config)
     c = ck.Consumer(conf)
@@ -153,3 +160,48 @@ def consume_confluent(bootstrap: str, topic: str, partition: int, *, start: int 
 
 
 CONSUMERS = {"kafka-python": consume_kafka_python, "confluent-kafka": consume_confluent}
+
+
+# --------------------------------------------------------------------------------------------
+# producing with the real clients: ``records`` = [(key, value, [(header key, value)], timestamp ms)]
+# to partition 0, idempotent, in several batches (a flush every 100 records)
+
+
+def produce_kafka_python(bootstrap, topic, records, codec, **extra):
+    import kafka
+
+    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
+                            enable_idempotence=True, acks="all", linger_ms=5, batch_size=4096, **extra)
+    try:
+        for i, (k, v, h, ts) in enumerate(records):
+            p.send(topic, key=k, value=v, headers=h, partition=0, timestamp_ms=ts)
+            if i % 100 == 99:
+                p.flush()
+        p.flush()
+    finally:
+        p.close()
+
+
+def produce_confluent(bootstrap, topic, records, codec, **extra):
+    import confluent_kafka as ck
+
+    errors = []
+    p = ck.Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": True,
+                     "linger.ms": 5, "batch.size": 4096, **extra})
+    for i, (k, v, h, ts) in enumerate(records):
+        p.produce(topic, key=k, value=v, headers=h or None, partition=0, timestamp=ts,
+                  on_delivery=lambda err, msg: err and errors.append(err))
+        if i % 100 == 99:
+            p.flush(30)
+    assert p.flush(30) == 0
+    assert not errors, errors
+
+
+PRODUCERS = {"kafka-python": produce_kafka_python, "confluent-kafka": produce_confluent}
+
+
+def expected_rows(records, base=0) -> list[dict]:
+    """What consuming ``records`` (key, value, headers, timestamp) written from offset ``base``
+    with CreateTime gives, in the consume helpers' row shape."""
+    return [_row(base + i, ts, 0, k, v, h) for i, (k, v, h, ts) in enumerate(records)]
+

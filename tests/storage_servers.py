@@ -256,6 +256,36 @@ class FaultProxy:
             return sum(n for p, n in self.gets.items() if fragment in p)
 
 
+class Blackhole:
+    """A listening socket whose accept queue is full and never drained: further TCP connects
+    get no answer (Linux drops the SYN), so a client's connect timeout must fire."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fillers = []
+        for _ in range(3):
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            self.fillers.append(c)
+        time.sleep(0.1)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        for c in self.fillers:
+            c.close()
+        self.sock.close()
+
+
 # ------------------------------------------------------------------------------------------
 # backends: upload + fetcher options, one per storage kind
 

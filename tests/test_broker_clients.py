@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import random
+import time
 
 import pytest
 
 from broker_fixtures import (  # noqa: F401  (pytest fixtures)
-    CONSUMERS, FIXTURE_META, FIXTURE_PARTITIONS, cluster_factory, consume_confluent,
-    consume_kafka_python, fixture_cluster, fixture_expected, tiered_cluster,
+    CONSUMERS, FIXTURE_META, FIXTURE_PARTITIONS, PRODUCERS, cluster_factory, consume_confluent,
+    consume_kafka_python, expected_rows, fixture_cluster, fixture_expected, produce_confluent,
+    produce_kafka_python, tiered_cluster,
 )
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -28,48 +30,6 @@ def _records(tag: str):
         headers = [("h", f"{i}".encode()), ("empty", b"")] if i % 5 == 0 else []
         out.append((key, value, headers, 1_700_000_000_000 + i))
     return out
-
-
-def produce_kafka_python(bootstrap, topic, records, codec, **extra):
-    import kafka
-
-    p = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
-                            enable_idempotence=True, acks="all", linger_ms=5, batch_size=4096, **extra)
-    try:
-        for i, (k, v, h, ts) in enumerate(records):
-            p.send(topic, key=k, value=v, headers=h, partition=0, timestamp_ms=ts)
-            if i % 100 == 99:
-                p.flush()
-        p.flush()
-    finally:
-        p.close()
-
-
-def produce_confluent(bootstrap, topic, records, codec, **extra):
-    import confluent_kafka as ck
-
-    errors = []
-    p = ck.Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": True,
-                     "linger.ms": 5, "batch.size": 4096, **extra})
-    for i, (k, v, h, ts) in enumerate(records):
-        p.produce(topic, key=k, value=v, headers=h or None, partition=0, timestamp=ts,
-                  on_delivery=lambda err, msg: err and errors.append(err))
-        if i % 100 == 99:
-            p.flush(30)
-    assert p.flush(30) == 0
-    assert not errors, errors
-
-
-PRODUCERS = {"kafka-python": produce_kafka_python, "confluent-kafka": produce_confluent}
-
-
-def expected_rows(records, base=0):
-    import base64
-
-    def b(v):
-        return None if v is None else base64.b64encode(v).decode()
-    return [{"offset": base + i, "timestamp": ts, "timestampType": 0, "key": b(k), "value": b(v),
-             "headers": [[hk, b(hv)] for hk, hv in h]} for i, (k, v, h, ts) in enumerate(records)]
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +138,170 @@ def test_transactions_commit_and_abort(tiered_cluster, producer):
         for p in (0, 1):
             o = c.offsets(topic, p)
             assert o.last_stable_offset == o.high_watermark     # no transaction left open
+
+
+# ------------------------------------------------------------------------------ SASL
+
+USERS = {"alice": "alice-Secret-1", "bob": "b0b,=odd"}
+
+
+@pytest.fixture
+def sasl_cluster(cluster_factory):
+    c = cluster_factory(sasl={"mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512"], "users": USERS},
+                        segment_bytes=16 * 1024)
+    c.create_topic("secure", 1)
+    return c
+
+
+def _ck_sasl(mech, user, password):
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech, "sasl.username": user,
+            "sasl.password": password}
+
+
+def _kp_sasl(mech, user, password):
+    return dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mech, sasl_plain_username=user,
+                sasl_plain_password=password)
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_scram_with_real_clients(sasl_cluster, mech):
+    c = sasl_cluster
+    records = _records(f"sasl-{mech}")[:50]
+    produce_confluent(c.bootstrap_servers, "secure", records, "lz4", **_ck_sasl(mech, "alice", USERS["alice"]))
+    produce_kafka_python(c.bootstrap_servers, "secure", records, "gzip", **_kp_sasl(mech, "bob", USERS["bob"]))
+    c.roll("secure", 0)
+    c.tier()
+    want = expected_rows(records) + expected_rows(records, base=50)
+    assert consume_confluent(c.bootstrap_servers, "secure", 0, **_ck_sasl(mech, "bob", USERS["bob"])) == want
+    assert consume_kafka_python(c.bootstrap_servers, "secure", 0, **_kp_sasl(mech, "alice", USERS["alice"])) == want
+
+
+def test_sasl_wrong_password_is_refused_clearly(sasl_cluster, caplog):
+    import confluent_kafka as ck
+    import kafka
+    import kafka.errors
+
+    c = sasl_cluster
+    errors = []
+    p = ck.Producer({"bootstrap.servers": c.bootstrap_servers, "error_cb": errors.append,
+                     **_ck_sasl("SCRAM-SHA-256", "alice", "wrong-password")})
+    p.produce("secure", b"never", partition=0)
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        p.poll(0.2)
+    assert errors and errors[0].code() == ck.KafkaError._AUTHENTICATION
+    assert "Authentication failed" in errors[0].str() and "SCRAM-SHA-256" in errors[0].str()
+    assert p.flush(0.5) == 1                # nothing was delivered
+    p.purge()
+    p.flush(0)
+    del p
+    with pytest.raises(kafka.errors.KafkaTimeoutError):
+        kafka.KafkaConsumer(bootstrap_servers=c.bootstrap_servers, bootstrap_timeout_ms=3000,
+                            **_kp_sasl("SCRAM-SHA-512", "alice", "wrong-password"))
+    kp_errors = [r.getMessage() for r in caplog.records if r.name.startswith("kafka.")]
+    assert any("SaslAuthenticationFailedError" in msg and "invalid credentials" in msg for msg in kp_errors)
+    broker = [r.getMessage() for r in caplog.records if r.name == "kafka_tiered_source.testing.server"]
+    assert any("authentication" in msg and "failed" in msg for msg in broker)
+    assert not any("wrong-password" in r.getMessage() for r in caplog.records)
+    assert c.offsets("secure", 0).high_watermark == 0
+
+
+# ------------------------------------------------------------------------------ client telemetry
+
+def test_client_telemetry_pushes_are_stored(cluster_factory):
+    import confluent_kafka as ck
+
+    c = cluster_factory(telemetry_metrics=("",), telemetry_push_interval_ms=200)
+    c.create_topic("tele", 1)
+    p = ck.Producer({"bootstrap.servers": c.bootstrap_servers, "client.id": "tele-producer"})
+    p.produce("tele", b"x", partition=0)
+    assert p.flush(10) == 0
+    deadline = time.monotonic() + 20
+    while not c.telemetry("tele-producer") and time.monotonic() < deadline:
+        p.poll(0.2)
+    pushes = c.telemetry("tele-producer")
+    assert pushes and pushes[0].compression_type == 0 and len(pushes[0].metrics) > 0
+    # OTLP protobuf: the payload names librdkafka's producer metrics
+    assert b"org.apache.kafka.producer" in pushes[0].metrics
+    assert c.telemetry("someone-else") == []
+    del p
+
+
+# ------------------------------------------------------------------------------ TLS
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (its own CA)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    d = tmp_path_factory.mktemp("tls")
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    certfile, keyfile = d / "cert.pem", d / "key.pem"
+    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    return str(certfile), str(keyfile)
+
+
+def test_tls_with_sasl_plain(cluster_factory, tls_files):
+    certfile, keyfile = tls_files
+    c = cluster_factory(ssl={"certfile": certfile, "keyfile": keyfile},
+                        sasl={"mechanism": "PLAIN", "users": {"carol": "c-pass"}})
+    c.create_topic("tls", 1)
+    records = _records("tls")[:40]
+    produce_confluent(c.bootstrap_servers, "tls", records, "zstd", **{
+        "security.protocol": "SASL_SSL", "ssl.ca.location": certfile, "sasl.mechanism": "PLAIN",
+        "sasl.username": "carol", "sasl.password": "c-pass"})
+    kp = dict(security_protocol="SASL_SSL", ssl_cafile=certfile, sasl_mechanism="PLAIN",
+              sasl_plain_username="carol", sasl_plain_password="c-pass")
+    assert consume_kafka_python(c.bootstrap_servers, "tls", 0, **kp) == expected_rows(records)
+
+
+# ------------------------------------------------------------------------------ committed offsets
+
+def test_group_offsets_commit_and_fetch_with_real_clients(tiered_cluster):
+    import confluent_kafka as ck
+    import kafka
+    from kafka.structs import OffsetAndMetadata
+
+    c = tiered_cluster
+    c.create_topic("grp", 1)
+    records = _records("grp")[:30]
+    produce_confluent(c.bootstrap_servers, "grp", records, "none")
+    cc = ck.Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "g-ck", "enable.auto.commit": False})
+    cc.commit(offsets=[ck.TopicPartition("grp", 0, 7)], asynchronous=False)
+    cc.close()
+    # a new consumer resumes from the committed offset (OffsetFetch on assign with OFFSET_STORED)
+    cc = ck.Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "g-ck", "enable.auto.commit": False})
+    cc.assign([ck.TopicPartition("grp", 0, ck.OFFSET_STORED)])
+    msg = None
+    deadline = time.monotonic() + 20
+    while msg is None and time.monotonic() < deadline:
+        msg = cc.poll(0.5)
+    assert msg is not None and not msg.error() and msg.offset() == 7
+    assert cc.committed([ck.TopicPartition("grp", 0)], timeout=10)[0].offset == 7
+    cc.close()
+    kc = kafka.KafkaConsumer(bootstrap_servers=c.bootstrap_servers, group_id="g-kp", enable_auto_commit=False)
+    tp = kafka.TopicPartition("grp", 0)
+    kc.assign([tp])
+    assert kc.committed(tp) is None
+    kc.commit({tp: OffsetAndMetadata(12, "meta", -1)})
+    assert kc.committed(tp) == 12
+    kc.close()
+    assert c.coordinator.committed("g-kp")["grp"][0][0] == 12
+    assert c.coordinator.committed("g-ck")["grp"][0][0] == 7

@@ -223,16 +223,40 @@ def test_decompression_bomb_hits_the_cap(name):
     assert decode(batch, max_decompressed_bytes=4 << 20).num_rows == 1
 
 
-def test_zstd_bomb_without_content_size_under_the_default_cap():
-    # 300 MiB of zeros in ~10 KB: must stop at the default 256 MiB cap, not allocate it all.
-    records = _zeros_stream(zstandard.ZstdCompressor().compressobj(), 300 << 20)
-    batch = restamp(kp_batch([(0, 1, None, b"", [])]), attributes=ZSTD, records=records)
-    with pytest.raises(DecompressionLimitError):
-        decode(batch)
-    bomb = restamp(kp_batch([(0, 1, None, b"", [])]), attributes=GZIP,
-                   records=_zeros_stream(__import__("zlib").compressobj(9, 8, 31), 300 << 20))
-    with pytest.raises(DecompressionLimitError):
-        decode(bomb)
+def _record_prefix(value_len):
+    """The start of a record whose value is ``value_len`` bytes (the zeros that follow)."""
+    from test_records_corrupt import zz
+
+    body_len = 1 + 1 + 1 + 1 + len(zz(value_len)) + value_len + 1
+    return zz(body_len) + b"\x00" + zz(0) + zz(0) + zz(-1) + zz(value_len)
+
+
+@pytest.mark.parametrize("codec", [GZIP, ZSTD, LZ4])
+def test_bomb_behind_a_valid_record_header_stops_at_the_cap(codec):
+    # ~100 MiB of zeros behind a record header that announces them as one value: the decoder
+    # must stop at the cap instead of collecting it all.
+    size = 100 << 20
+    comp = {GZIP: lambda: __import__("zlib").compressobj(9, 8, 31),
+            ZSTD: lambda: zstandard.ZstdCompressor().compressobj(),
+            LZ4: lambda: lz4.frame.LZ4FrameCompressor()}[codec]()
+    head = comp.begin() if codec == LZ4 else b""
+    records = head + comp.compress(_record_prefix(size)) + _zeros_stream(comp, size)
+    batch = restamp(kp_batch([(0, 1, None, b"", [])]), attributes=codec, records=records)
+    assert len(batch) < 1 << 20
+    with pytest.raises(DecompressionLimitError) as ei:
+        decode(batch, max_decompressed_bytes=32 << 20)
+    assert ei.value.position == 0 and ei.value.base_offset == 0
+
+
+def test_zeros_bomb_under_the_default_cap():
+    # 300 MiB of zeros in a few KB, no content size: rejected (as a corrupt record or at the
+    # 256 MiB cap) without being decompressed whole.
+    for codec, comp in ((ZSTD, zstandard.ZstdCompressor().compressobj()),
+                        (GZIP, __import__("zlib").compressobj(9, 8, 31))):
+        records = _zeros_stream(comp, 300 << 20)
+        batch = restamp(kp_batch([(0, 1, None, b"", [])]), attributes=codec, records=records)
+        with pytest.raises(CorruptRecordError):
+            decode(batch)
 
 
 @pytest.mark.parametrize("name", sorted(ENCODERS))
@@ -251,3 +275,4 @@ def test_unknown_codec_is_corrupt():
     batch = restamp(kp_batch([(0, 1, b"k", b"v", [])]), attributes=5)
     with pytest.raises(CorruptRecordError, match="codec 5"):
         decode(batch)
+

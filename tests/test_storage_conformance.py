@@ -14,17 +14,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from kafka_tiered_source.errors import (RemoteAccessDenied, RemoteObjectNotFound, RemoteServerError,
-                                        RemoteThrottled, RemoteTimeout, SegmentFormatError)
+from kafka_tiered_source.errors import (RemoteAccessDenied, RemoteObjectNotFound, RemoteThrottled,
+                                        RemoteTimeout, SegmentFormatError)
 from kafka_tiered_source.ids import random_uuid, uuid_to_str
 from kafka_tiered_source.storage import CountingObserver, create_fetcher
 from kafka_tiered_source.storage import aiven
 from kafka_tiered_source.storage.layouts import local_tiered_key
 from kafka_tiered_source.storage.segment import RemoteSegment
 
-from storage_servers import (S3_SECRET, AzureBackend, Azurite, FaultProxy, FileBackend, GcsBackend,
-                             GcsEmulator, MemoryBackend, MotoS3, PresignedBackend, Rule, S3Backend,
-                             rm_tree, unique)
+from storage_servers import (AZURITE_ACCOUNT, S3_SECRET, AzureBackend, Azurite, Blackhole, FaultProxy,
+                             FileBackend, GcsBackend, GcsEmulator, MemoryBackend, MotoS3, PresignedBackend,
+                             Rule, S3Backend, rm_tree, unique)
 
 BACKENDS = ["s3", "presigned", "gcs", "azure", "file", "memory"]
 HTTP_BACKENDS = ["s3", "presigned", "gcs", "azure"]
@@ -430,6 +430,31 @@ def test_slow_server_read_timeout_fires(http_backend):
         create_fetcher(opts, observer=obs).fetch_log_segment(seg, 0, 100)
     assert "300 ms" in str(ei.value)
     assert obs.requests == 1 and obs.errors["RemoteTimeout"] == 1   # timeouts go to the broker, not retried
+
+
+ENDPOINT_OPTION = {"s3": "remote.storage.s3.endpoint", "gcs": "remote.storage.gcs.endpoint",
+                   "azure": "remote.storage.azure.endpoint"}
+
+
+def test_unreachable_server_connect_timeout_fires(http_backend):
+    b = http_backend
+    seg, opts = put_segment(b, payload(100), layout="template",
+                            extra={"fetch.remote.connect.timeout.ms": "300"})
+    hole = Blackhole()
+    try:
+        if b.name == "presigned":
+            seg = RemoteSegment(**{**seg.__dict__, "presigned_url": seg.presigned_url.replace(
+                b.proxy.endpoint, hole.endpoint)})
+        else:
+            suffix = f"/{AZURITE_ACCOUNT}" if b.name == "azure" else ""
+            opts[ENDPOINT_OPTION[b.name]] = hole.endpoint + suffix
+        obs = CountingObserver()
+        with pytest.raises(RemoteTimeout) as ei:
+            create_fetcher(opts, observer=obs).fetch_log_segment(seg, 0, 10)
+        assert "connect timeout after 300 ms" in str(ei.value)
+        assert obs.requests == 1 and obs.errors["RemoteTimeout"] == 1
+    finally:
+        hole.close()
 
 
 # ------------------------------------------------------------------------------------------

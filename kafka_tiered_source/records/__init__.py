@@ -10,6 +10,21 @@ that agrees with it row for row and error for error.
   stitching the next range, and takes a :class:`ReadCommittedFilter` carried across calls.
 - :func:`kafka_schema`, :func:`decoder_backend`.
 - ``header``: the fixed batch header (``BatchHeader``, ``read_header``, ``iter_headers``).
+
+An executor reading one partition range by range (byte ranges of segments, in log order)::
+
+    filt = ReadCommittedFilter(aborted, last_stable_offset)     # or None: read_uncommitted
+    carry = b""
+    for start, chunk in ranges:                                 # consecutive [start, end)
+        res = decode_batches(carry + chunk, topic=t, partition=p, start_offset=lo,
+                             end_offset=hi, filter=filt, position=start - len(carry))
+        yield from res.batches                                  # pyarrow.RecordBatch
+        if res.done:                                            # reached hi or the LSO
+            break
+        carry = res.leftover                                    # a batch cut by the range end
+
+``position`` makes error positions absolute within the segment.  Across segments, drop the
+carry (a segment ends on a batch boundary) and keep the filter.
 """
 from __future__ import annotations
 

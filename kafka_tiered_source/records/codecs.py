@@ -84,7 +84,7 @@ def _snappy(data, limit: int):
     mv = memoryview(data)
     if bytes(mv[:8]) != XERIAL_MAGIC:
         size = _snappy_size(mv, limit)
-        out = bytearray(size)
+        out = memoryview(_allocate(max(size, 1))).cast("B")[:size]
         if cramjam.snappy.decompress_raw_into(mv, out) != size:
             raise _Bad("snappy block is shorter than its declared length")
         return out
@@ -105,12 +105,10 @@ def _snappy(data, limit: int):
         blocks.append((block, total, size))
         total += size
         pos += n
-    out = bytearray(total)
-    view = memoryview(out)
+    out = memoryview(_allocate(max(total, 1))).cast("B")[:total]
     for block, at, size in blocks:
-        if cramjam.snappy.decompress_raw_into(block, view[at:at + size]) != size:
+        if cramjam.snappy.decompress_raw_into(block, out[at:at + size]) != size:
             raise _Bad("snappy block is shorter than its declared length")
-    view.release()
     return out
 
 
@@ -168,11 +166,11 @@ def _lz4(data, limit: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _zstd(data, limit: int) -> bytes:
+def _zstd(data, limit: int):
     import zstandard
 
-    # Frames may lack the content size (streaming producers): always decompress as a stream
-    # into a buffer sized from the content size when it is there, never past the cap.
+    # Frames may lack the content size (Kafka's producers stream them): always decompress as a
+    # stream into a buffer sized from the content size when it is there, never past the cap.
     try:
         hint = zstandard.frame_content_size(data)
     except zstandard.ZstdError:
@@ -180,24 +178,29 @@ def _zstd(data, limit: int) -> bytes:
     if hint > limit:
         raise _Limit
     size = hint + 1 if hint >= 0 else min(limit + 1, max(_CHUNK, 4 * len(data)))
-    out = bytearray(size)
-    view = memoryview(out)
+    out = _allocate(size)
     n = 0
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
-    with reader:
+    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
         while True:
-            if n == len(out):
+            if n == out.size:
                 if n > limit:
                     raise _Limit
-                view.release()
-                out.extend(bytes(min(len(out), limit + 1 - len(out))))
-                view = memoryview(out)
+                out.resize(min(2 * n, limit + 1))
+            view = memoryview(out).cast("B")
             got = reader.readinto(view[n:])
+            view.release()
             if got == 0:
                 break
             n += got
             if n > limit:
                 raise _Limit
-    view.release()
-    del out[n:]
-    return out
+    out.resize(n)
+    return memoryview(out).cast("B")
+
+
+def _allocate(size: int):
+    """An uninitialised, resizable output buffer from Arrow's allocator: no zeroing of memory
+    that the codec overwrites anyway, and the allocator reuses pages between batches."""
+    import pyarrow as pa
+
+    return pa.allocate_buffer(size, resizable=True)

@@ -141,7 +141,10 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 # Cut off by the end of the range: leftover.  A wrong magic is still an error
                 # when we can see it, so garbage is not mistaken for a partial batch.
                 if n - pos > 16 and mv[pos + 16] != 2:
-                    be.check_batch(mv, pos, n - pos, position, False)
+                    raise CorruptRecordError(
+                        f"unsupported record batch magic {mv[pos + 16]} (only v2 is readable)",
+                        position=position + pos + 16,
+                        base_offset=struct.unpack_from(">q", mv, pos)[0])
                 break
             h = read_header(mv, pos)
             if h.base_offset >= hi:

@@ -33,6 +33,12 @@ class KafkaTieredDataSource(DataSource):
     def __init__(self, options):
         super().__init__(options)
         self.read_options = ReadOptions.parse(options)
+        storage = self.read_options.storage
+        if self.read_options.fetch_remote_enabled and (storage.fetcher or storage.fetcher_class):
+            # An unknown fetcher name or class is an options error too: find it at load time,
+            # not when the first action plans the read.
+            from ..storage.registry import fetcher_class
+            fetcher_class(storage.fetcher, class_path=storage.fetcher_class)
 
     @classmethod
     def name(cls) -> str:

@@ -281,6 +281,10 @@ class ChunkIndex:
     def __post_init__(self):
         if self.kind not in ("fixed", "variable"):
             raise ValueError(f"chunk index kind must be 'fixed' or 'variable', got {self.kind!r}")
+        if self.kind == "fixed" and self.fixed_transformed_chunk_size is None:
+            sizes = self.transformed_sizes
+            object.__setattr__(self, "fixed_transformed_chunk_size",
+                               sizes[0] if len(sizes) > 1 else self.original_chunk_size)
         pos = [0]
         for s in self.transformed_sizes:
             pos.append(pos[-1] + s)

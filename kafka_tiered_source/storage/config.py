@@ -9,7 +9,7 @@ Options of other prefixes are ignored (they belong to other parts of the reader)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 from ..errors import ConfigError

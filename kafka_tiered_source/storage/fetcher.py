@@ -30,6 +30,7 @@ connect/read timeout       RemoteTimeout                    no (the reader falls
 """
 from __future__ import annotations
 
+import abc
 import logging
 import random
 import threading
@@ -37,10 +38,10 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 from ..errors import (RemoteAccessDenied, RemoteObjectNotFound, RemoteServerError, RemoteStorageError,
-                      RemoteThrottled, RemoteTimeout, SegmentFormatError)
+                      RemoteThrottled, SegmentFormatError)
 from . import aiven
 from .config import FetcherConfig
 from .layouts import AivenLayout, KafkaLocalTieredLayout, TemplateLayout
@@ -64,7 +65,7 @@ THROTTLE_CODES = frozenset({
     "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
     "TooManyRequests", "TooManyRequestsException", "RequestThrottled", "ProvisionedThroughputExceededException",
     "ServerBusy", "rateLimitExceeded", "userRateLimitExceeded", "EgressIsOverAccountLimit",
-    "IngressIsOverAccountLimit", "OperationTimedOut",
+    "IngressIsOverAccountLimit",
 })
 
 
@@ -111,7 +112,7 @@ class _Plan:
     chunk_index: aiven.ChunkIndex | None = None   # set only when chunks must be detransformed
 
 
-class RemoteStorageFetcher:
+class RemoteStorageFetcher(abc.ABC):
     """Base of every fetcher (the interface the reader uses).
 
     ``fetch_log_segment(segment, start, end=None)`` returns a bytes-like object (a memoryview)
@@ -143,16 +144,17 @@ class RemoteStorageFetcher:
     def fetch_log_segment(self, segment, start: int = 0, end: int | None = None):
         return self.fetch_ranges(segment, [(start, end)])[0]
 
+    @abc.abstractmethod
     def fetch_ranges(self, segment, ranges: Sequence[tuple[int, int | None]]) -> list:
-        raise NotImplementedError
+        """One bytes-like result per half-open range, in the order given."""
 
     def iter_log_segment(self, segment, start: int = 0, end: int | None = None) -> Iterator:
         yield self.fetch_log_segment(segment, start, end)
 
+    @abc.abstractmethod
     def fetch_index(self, segment, index: str) -> bytes | None:
         """A segment index (``offset``, ``timestamp``, ``producer_snapshot``, ``leader_epoch``,
         ``transaction``); None when the segment has none of that kind."""
-        raise NotImplementedError
 
     def close(self) -> None:
         with self._lock:
@@ -209,11 +211,11 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         self._local = threading.local()
 
     # -- backend edge ------------------------------------------------------------------------
+    @abc.abstractmethod
     def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
         """One ranged GET of object bytes [start, end) (end None: to the end).  Returns fewer
         bytes when the object is shorter, b"" when start is past its end.  Raises the error
         table's classes; never retries."""
-        raise NotImplementedError
 
     def _location(self, key: str) -> str:
         """A human, secret-free name of the object for errors and observers."""

@@ -14,6 +14,12 @@ from ..errors import RemoteTimeout
 from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
 
 
+class _Timeout(Exception):
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+
+
 class GCSFetcher(ObjectStoreFetcher):
     backend = "gcs"
     requires = ("gcsfs", "aiohttp")
@@ -50,8 +56,15 @@ class GCSFetcher(ObjectStoreFetcher):
         await fs._set_session()
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=c.connect_timeout_ms / 1000.0,
                                         sock_read=c.read_timeout_ms / 1000.0)
-        async with fs.session.get(url, headers=headers, timeout=timeout) as r:
-            return r.status, await r.read()
+        try:
+            async with fs.session.get(url, headers=headers, timeout=timeout) as r:
+                return r.status, await r.read()
+        except aiohttp.ConnectionTimeoutError:
+            # classified here: fsspec's sync() turns every TimeoutError into FSTimeoutError,
+            # which would lose connect-vs-read
+            raise _Timeout("connect") from None
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise _Timeout("read") from None
 
     def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
         import aiohttp
@@ -62,8 +75,8 @@ class GCSFetcher(ObjectStoreFetcher):
         headers = fs._get_headers({"Range": f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"})
         try:
             status, body = sync(fs.loop, self._aget, fs, url, headers)
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            kind = "connect" if isinstance(exc, aiohttp.ConnectionTimeoutError) else "read"
+        except _Timeout as exc:
+            kind = exc.kind
             ms = self.config.connect_timeout_ms if kind == "connect" else self.config.read_timeout_ms
             raise RemoteTimeout(f"{kind} timeout after {ms} ms", location=location,
                                 backend=self.backend) from None

@@ -210,7 +210,10 @@ class EmbeddedCluster:
 
     # ------------------------------------------------------------------ operator side
     def metrics_text(self) -> str:
-        """KIP-1267 operator metrics in Prometheus text format."""
+        """KIP-1267 operator metrics in Prometheus text format (remote fetch counters, bytes,
+        errors, latency sum and histogram per client id and topic; KIP-1248 location grants)."""
+        if self._server is not None:
+            return self._server.metrics_text()
         return self.storage.metrics.prometheus_text()
 
     def telemetry(self, client_id: str | None = None) -> list[TelemetryPush]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 from ..protocol.errors import code_of
@@ -22,11 +23,17 @@ STATE_FILE = "coordinator.json"
 # Transaction states (Kafka's TransactionState names)
 EMPTY = "Empty"
 ONGOING = "Ongoing"
+PREPARE_COMMIT = "PrepareCommit"      # markers being written
+PREPARE_ABORT = "PrepareAbort"
 COMPLETE_COMMIT = "CompleteCommit"
 COMPLETE_ABORT = "CompleteAbort"
 
 #: producer epochs are int16; Kafka bumps the producer id when the epoch would overflow
 MAX_EPOCH = 32767
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class CoordinatorError(Exception):
@@ -45,10 +52,11 @@ class TxnState:
     timeout_ms: int
     state: str = EMPTY
     partitions: list = field(default_factory=list)     # [[topic, partition], ...] in add order
+    started_ms: int = -1                               # when it became Ongoing (for the timeout)
 
     def to_json(self):
         return {"producer_id": self.producer_id, "epoch": self.epoch, "timeout_ms": self.timeout_ms,
-                "state": self.state, "partitions": self.partitions}
+                "state": self.state, "partitions": self.partitions, "started_ms": self.started_ms}
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,9 @@ class Coordinator:
                 raise CoordinatorError("PRODUCER_FENCED",
                                        f"transactional id {transactional_id!r}: producer {producer_id} "
                                        f"epoch {epoch} is not the current producer")
+            if st.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                raise CoordinatorError("CONCURRENT_TRANSACTIONS",
+                                       f"transactional id {transactional_id!r} is completing a transaction")
             open_parts = tuple((t, p) for t, p in st.partitions) if st.state == ONGOING else ()
             old_pid = st.producer_id
             if st.epoch >= MAX_EPOCH - 1:
@@ -141,6 +152,7 @@ class Coordinator:
                 # on those partitions too; a new producer id (epoch overflow) needs the old id's markers
                 plan = EndTxnPlan(transactional_id, old_pid,
                                   st.epoch if old_pid == st.producer_id else MAX_EPOCH, False, open_parts)
+                st.state = PREPARE_ABORT
             else:
                 st.state, st.partitions = EMPTY, []
             self._save()
@@ -160,6 +172,11 @@ class Coordinator:
                        partitions: list[tuple[str, int]]) -> None:
         with self._lock:
             st = self._check(transactional_id, producer_id, epoch)
+            if st.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                raise CoordinatorError("CONCURRENT_TRANSACTIONS",
+                                       f"transactional id {transactional_id!r} is completing a transaction")
+            if st.state != ONGOING:
+                st.started_ms = _now_ms()
             have = {(t, p) for t, p in st.partitions}
             for t, p in partitions:
                 if (t, p) not in have:
@@ -171,6 +188,9 @@ class Coordinator:
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> EndTxnPlan:
         with self._lock:
             st = self._check(transactional_id, producer_id, epoch)
+            if st.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                raise CoordinatorError("CONCURRENT_TRANSACTIONS",
+                                       f"transactional id {transactional_id!r} is completing a transaction")
             if st.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
                 if (st.state == COMPLETE_COMMIT) != commit:
                     raise CoordinatorError("INVALID_TXN_STATE",
@@ -178,8 +198,45 @@ class Coordinator:
                                            f"with {st.state}")
                 return EndTxnPlan(transactional_id, producer_id, epoch, commit, (), already_done=True)
             # An Empty transaction (nothing added) ends trivially: there is nothing to mark.
-            return EndTxnPlan(transactional_id, producer_id, epoch, commit,
+            plan = EndTxnPlan(transactional_id, producer_id, epoch, commit,
                               tuple((t, p) for t, p in st.partitions))
+            if st.state == ONGOING:
+                st.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+                self._save()
+            return plan
+
+    def expire(self, now_ms: int | None = None) -> list[EndTxnPlan]:
+        """Abort plans for transactions open longer than their timeout.  As Kafka does, the
+        epoch is bumped first, which fences the producer that let the transaction run out."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        plans = []
+        with self._lock:
+            for tid, st in self.txns.items():
+                if st.state != ONGOING or st.started_ms < 0 or now_ms - st.started_ms <= st.timeout_ms:
+                    continue
+                old_pid = st.producer_id
+                if st.epoch >= MAX_EPOCH - 1:
+                    st.producer_id, st.epoch = self._new_producer_id(), 0
+                    marker_epoch = MAX_EPOCH
+                else:
+                    st.epoch += 1
+                    marker_epoch = st.epoch
+                st.state = PREPARE_ABORT
+                plans.append(EndTxnPlan(tid, old_pid, marker_epoch, False,
+                                        tuple((t, p) for t, p in st.partitions)))
+            if plans:
+                self._save()
+        return plans
+
+    def pending(self) -> list[EndTxnPlan]:
+        """Transactions whose markers were being written when the broker stopped (PrepareCommit /
+        PrepareAbort in the state file): what to write again on start-up, as Kafka's coordinator
+        does when it loads its state.  A marker written twice only closes an already closed
+        transaction, which readers ignore."""
+        with self._lock:
+            return [EndTxnPlan(tid, st.producer_id, st.epoch, st.state == PREPARE_COMMIT,
+                               tuple((t, p) for t, p in st.partitions))
+                    for tid, st in self.txns.items() if st.state in (PREPARE_COMMIT, PREPARE_ABORT)]
 
     def complete(self, plan: EndTxnPlan) -> None:
         """Markers of ``plan`` are written: the transaction is over."""
@@ -189,13 +246,14 @@ class Coordinator:
                 return
             st.state = COMPLETE_COMMIT if plan.commit else COMPLETE_ABORT
             st.partitions = []
+            st.started_ms = -1
             self._save()
 
     def transaction(self, transactional_id: str) -> TxnState | None:
         with self._lock:
             st = self.txns.get(transactional_id)
             return None if st is None else TxnState(st.producer_id, st.epoch, st.timeout_ms, st.state,
-                                                    [list(x) for x in st.partitions])
+                                                    [list(x) for x in st.partitions], st.started_ms)
 
     # ------------------------------------------------------------------ group offsets
     def commit_offsets(self, group: str, offsets: list[tuple[str, int, int, int, str | None]]) -> None:

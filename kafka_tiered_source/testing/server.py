@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import os
 import ssl as _ssl
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError, ProtocolError
+from ..errors import ConfigError, KafkaTieredError, ProtocolError
 from ..ids import random_uuid, uuid_to_str
 from ..protocol import codec
 from ..protocol import messages as m
@@ -150,6 +150,8 @@ class ServerConfig:
     telemetry_metrics: tuple = ()
     telemetry_push_interval_ms: int = 5000
     max_frame_bytes: int = MAX_FRAME_BYTES
+    #: how often open transactions are checked against their timeout (Kafka: 10 s)
+    txn_timeout_check_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,49 @@ class TelemetryPush:
     metrics: bytes
     terminating: bool
     received_at: float
+
+
+class LatencyHistogram:
+    """Prometheus histogram of broker-mediated remote fetch durations per client id and topic
+    (the storage keeps counters and a latency sum; the distribution is kept here, where each
+    partition read that went to remote storage is timed as a whole)."""
+
+    NAME = "kafka_tiered_broker_remote_fetch_duration_seconds"
+    BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], list] = {}     # -> [bucket counts..., count, sum]
+
+    def observe(self, client_id: str | None, topic: str, seconds: float) -> None:
+        with self._lock:
+            row = self._series.setdefault((client_id or "", topic), [0] * (len(self.BUCKETS) + 1) + [0.0])
+            for i, bound in enumerate(self.BUCKETS):
+                if seconds <= bound:
+                    row[i] += 1
+            row[len(self.BUCKETS)] += 1
+            row[-1] += seconds
+
+    def count(self, client_id: str | None = None, topic: str | None = None) -> int:
+        with self._lock:
+            return sum(row[len(self.BUCKETS)] for (c, t), row in self._series.items()
+                       if (client_id is None or c == client_id) and (topic is None or t == topic))
+
+    def prometheus_text(self) -> str:
+        def esc(v):
+            return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+        lines = [f"# HELP {self.NAME} Duration of broker-mediated fetches served from remote storage",
+                 f"# TYPE {self.NAME} histogram"]
+        with self._lock:
+            items = sorted((k, list(v)) for k, v in self._series.items())
+        for (c, t), row in items:
+            labels = f'client_id="{esc(c)}",topic="{esc(t)}"'
+            for i, bound in enumerate(self.BUCKETS):
+                lines.append(f'{self.NAME}_bucket{{{labels},le="{bound:g}"}} {row[i]}')
+            lines.append(f'{self.NAME}_bucket{{{labels},le="+Inf"}} {row[len(self.BUCKETS)]}')
+            lines.append(f"{self.NAME}_sum{{{labels}}} {row[-1]:g}")
+            lines.append(f"{self.NAME}_count{{{labels}}} {row[len(self.BUCKETS)]}")
+        return "\n".join(lines) + "\n"
 
 
 class _Connection:
@@ -194,14 +239,17 @@ class BrokerServer:
         self._metrics_server = None
         self._conn_tasks: set = set()
         self._waiters: dict[tuple[str, int], set] = {}
+        self._versions: dict[tuple[str, int], int] = {}    # bumped by notify()
         self._loop = None
+        self._txn_reaper = None
         self._scram_creds = {}
         if config.sasl:
             for mech in config.sasl.mechanisms:
                 if mech.startswith("SCRAM-"):
                     for user, pw in config.sasl.users.items():
-                        self._scram_creds[(mech, user)] = ScramCredential.from_password(pw.value, mech)
+                        self._scram_creds[(mech, user)] = ScramCredential.from_password(pw.get(), mech)
         self.telemetry: dict[str, TelemetryPush] = {}
+        self.remote_fetch_latency = LatencyHistogram()
         self._telemetry_subscription = 1
         self._handlers = {
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
@@ -223,9 +271,13 @@ class BrokerServer:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.config.host,
                                                               self.config.metrics_port)
             self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+        self._txn_reaper = asyncio.create_task(self._abort_timed_out_transactions())
         log.info("embedded broker listening on %s:%d", self.config.host, self.port)
 
     async def stop(self) -> None:
+        if self._txn_reaper is not None:
+            self._txn_reaper.cancel()
+            await asyncio.gather(self._txn_reaper, return_exceptions=True)
         for srv in (self._server, self._metrics_server):
             if srv is not None:
                 srv.close()
@@ -241,7 +293,9 @@ class BrokerServer:
     # ------------------------------------------------------------------ data arrival (long poll)
     def notify(self, topic: str, partition: int) -> None:
         """New data (or a moved LSO) on a partition: wake fetches waiting on it.  Loop thread only."""
-        for fut in self._waiters.pop((topic, partition), ()):
+        key = (topic, partition)
+        self._versions[key] = self._versions.get(key, 0) + 1
+        for fut in self._waiters.pop(key, ()):
             if not fut.done():
                 fut.set_result(None)
 
@@ -284,6 +338,7 @@ class BrokerServer:
                     writer.write(out)
                     await writer.drain()
                 if conn.close_after:
+                    await _linger_close(reader, writer)
                     break
         except (asyncio.IncompleteReadError, ConnectionError, _ssl.SSLError) as exc:
             log.debug("connection from %s ended: %s", peer, exc)
@@ -363,6 +418,10 @@ class BrokerServer:
             wanted = [(t.name, t.topic_id) for t in req.topics]
         for name, tid in wanted:
             info = None
+            if name is None and v < 12:
+                # look-up by id is a v12+ feature (Kafka refuses null names before that)
+                topics_out.append(R.MetadataResponseTopic(error_code=_err("INVALID_REQUEST"), name=""))
+                continue
             if name is None:
                 try:
                     info = self.storage.topic_by_id(tid)
@@ -448,10 +507,13 @@ class BrokerServer:
         keys = [(name, p.partition) for t, name, _ in resolved if name for p in t.partitions]
         deadline = self._loop.time() + max(req.max_wait_ms, 0) / 1000
         while True:
+            seen = [self._versions.get(k, 0) for k in keys]
             resp, total, errors = await self._fetch_once(hdr, req, v, resolved, direct)
             remaining = deadline - self._loop.time()
             if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or not keys:
                 return resp
+            if seen != [self._versions.get(k, 0) for k in keys]:
+                continue        # data arrived while we read: look again rather than miss the wake-up
             await self._wait_for_data(keys, remaining)
 
     async def _fetch_once(self, hdr, req, v, resolved, direct):
@@ -465,7 +527,8 @@ class BrokerServer:
             parts = []
             for fp in t.partitions:
                 part = P(partition_index=fp.partition, error_code=0, high_watermark=-1,
-                         last_stable_offset=-1, log_start_offset=-1, records=b"")
+                         last_stable_offset=-1, log_start_offset=-1, records=b"",
+                         aborted_transactions=None)      # null unless read_committed, as Kafka sends
                 parts.append(part)
                 if terr:
                     part.error_code = terr
@@ -486,10 +549,21 @@ class BrokerServer:
                         part.high_watermark, part.last_stable_offset = o.high_watermark, o.last_stable_offset
                         part.log_start_offset = o.log_start_offset
                         continue
+                    t0 = time.perf_counter()
                     r = await asyncio.to_thread(self.storage.read, name, fp.partition, fp.fetch_offset,
                                                 max(limit, 1), req.isolation_level, client_id=hdr.client_id)
+                    if r.from_remote or r.error_name == "KAFKA_STORAGE_ERROR":
+                        self.remote_fetch_latency.observe(hdr.client_id, name, time.perf_counter() - t0)
                 except StorageError as exc:
                     part.error_code = exc.error_code
+                    errors = True
+                    continue
+                except KafkaTieredError as exc:
+                    # e.g. a remote index the location answer needs cannot be read: Kafka answers a
+                    # failed remote read with a storage error on that partition, not a dead request
+                    log.warning("fetch %s-%d offset %d from %r failed: %s", name, fp.partition,
+                                fp.fetch_offset, hdr.client_id, exc)
+                    part.error_code = _err("KAFKA_STORAGE_ERROR")
                     errors = True
                     continue
                 part.high_watermark, part.last_stable_offset = r.high_watermark, r.last_stable_offset
@@ -561,6 +635,23 @@ class BrokerServer:
                                     plan.epoch, plan.commit, 0)
             self.notify(topic, partition)
         self.coordinator.complete(plan)
+
+    async def _abort_timed_out_transactions(self) -> None:
+        for plan in self.coordinator.pending():
+            log.info("completing the transaction of %r left half-written by the last run", plan.transactional_id)
+            try:
+                await self._write_markers(plan)
+            except Exception:
+                log.exception("completing the transaction of %r failed", plan.transactional_id)
+        while True:
+            await asyncio.sleep(self.config.txn_timeout_check_s)
+            for plan in self.coordinator.expire():
+                log.warning("transaction of %r (producer %d) ran past its timeout: aborting it",
+                            plan.transactional_id, plan.producer_id)
+                try:
+                    await self._write_markers(plan)
+                except Exception:
+                    log.exception("aborting the timed-out transaction of %r failed", plan.transactional_id)
 
     async def _init_producer_id(self, conn, hdr, req, v):
         R = m.InitProducerIdResponse
@@ -680,7 +771,7 @@ class BrokerServer:
         if conn.mechanism == "PLAIN":
             _, user, password = parse_plain(token)
             expected = self.config.sasl.users.get(user)
-            if expected is None or not hmac.compare_digest(password.encode(), expected.value.encode()):
+            if expected is None or not hmac.compare_digest(password.encode(), expected.get().encode()):
                 raise SaslError(f"authentication failed for user {user!r}")
             conn.user, conn.authenticated = user, True
             return b""
@@ -746,6 +837,10 @@ class BrokerServer:
         return R(throttle_time_ms=0, error_code=0)
 
     # ------------------------------------------------------------------ metrics over HTTP
+    def metrics_text(self) -> str:
+        """KIP-1267 operator metrics: the storage's counters plus the fetch-duration histogram."""
+        return self.storage.metrics.prometheus_text() + self.remote_fetch_latency.prometheus_text()
+
     async def _serve_metrics(self, reader, writer) -> None:
         try:
             line = await asyncio.wait_for(reader.readline(), 10)
@@ -755,7 +850,7 @@ class BrokerServer:
                     break
             parts = line.split()
             if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] in (b"/", b"/metrics"):
-                status, body = "200 OK", self.storage.metrics.prometheus_text().encode()
+                status, body = "200 OK", self.metrics_text().encode()
             else:
                 status, body = "404 Not Found", b"only GET /metrics is served here\n"
             writer.write(f"HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
@@ -765,6 +860,22 @@ class BrokerServer:
             pass
         finally:
             writer.close()
+
+
+async def _linger_close(reader, writer, timeout: float = 1.0) -> None:
+    """Close after a final answer (failed authentication) the way Kafka does: after a delay
+    (its ``connections.failed.authentication.delay.ms``), or sooner when the client hangs up.
+    Closing at once races the client's read of the answer: some clients (kafka-python) act on
+    the end of stream before they handle the bytes that preceded it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        while True:
+            left = deadline - loop.time()
+            if left <= 0 or not await asyncio.wait_for(reader.read(65536), left):
+                return
+    except (asyncio.TimeoutError, ConnectionError, OSError):
+        return
 
 
 def _nested(cls, name):

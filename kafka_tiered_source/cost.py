@@ -1,0 +1,304 @@
+"""What a read costs: a cost model, list-price presets, :func:`cost_report` after a read and
+:func:`estimate` before one.
+
+    cost = bytes received × egress rate + GET requests × request rate
+
+Failed GETs are requests too (object stores bill them); they carry no bytes.
+
+Presets (public list prices, USD, as published on the providers' pricing pages; figures as of
+2025, written down on 2026-11-21 without web access from this environment — check them against
+the live pages before quoting a bill, and override any rate with the options below):
+
+================  =====================  ==========  =========  ============  =========  ==========
+preset            GET-class request      same-region  inter-az   inter-region  internet   broker
+                  (per 1,000)            ($/GB)       ($/GB)     ($/GB)        ($/GB)     inter-AZ
+================  =====================  ==========  =========  ============  =========  ==========
+aws-s3-standard   0.0004 (GET, us-east-1) 0.00        0.00 [1]   0.02          0.09 [2]   0.02 [3]
+gcs-standard      0.0004 (Class B:        0.00        0.00 [4]   0.02 [5]      0.12 [6]   0.01 [7]
+                  $0.004 per 10,000)
+azure-hot         0.0004 (Hot read:       0.00        0.00 [8]   0.02 [5]      0.087 [9]  0.00 [8]
+                  $0.004 per 10,000)
+================  =====================  ==========  =========  ============  =========  ==========
+
+Sources: https://aws.amazon.com/s3/pricing/ (requests & data transfer tabs),
+https://aws.amazon.com/ec2/pricing/on-demand/ (data transfer within a region),
+https://cloud.google.com/storage/pricing (operations, network), https://cloud.google.com/vpc/network-pricing,
+https://azure.microsoft.com/pricing/details/storage/blobs/ and
+https://azure.microsoft.com/pricing/details/bandwidth/.
+
+[1] S3 is a regional service: AWS does not bill transfer between S3 and EC2 in the same region,
+    whatever the availability zone.  [2] first 10 TB/month tier (the first 100 GB/month free
+    across AWS are not modelled).  [3] EC2-to-EC2 across AZs: $0.01/GB out + $0.01/GB in.
+[4] a regional bucket read from a VM in the same region.  [5] between regions within North
+America.  [6] premium tier, 0–1 TB/month, worldwide destinations except China and Australia.
+[7] Compute Engine VM-to-VM across zones of a region.  [8] Azure does not bill transfer between
+availability zones of a region.  [9] Microsoft-network routing, 10 TB/month tier after the free
+100 GB.
+
+"broker inter-AZ" prices the alternative: a broker-mediated read moves the record bytes from a
+broker to the consumer, and in a multi-AZ cluster most consumers sit in another zone than the
+partition leader.  :func:`cost_report` shows what that path would have cost next to the
+direct read.
+
+Options: ``cost.preset`` (default ``aws-s3-standard``), ``cost.egress`` (``same-region``
+(default), ``inter-az``, ``inter-region``, ``internet``), ``cost.rate.get.per.1000``,
+``cost.rate.egress.per.gb``, ``cost.rate.broker.per.gb`` (override the preset's rates) and
+``cost.budget.usd``: planning refuses a read whose estimate exceeds it
+(:class:`BudgetExceededError`, raised where Spark plans the read, before any data is read).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .errors import KafkaTieredError
+
+EGRESS_CLASSES = ("same-region", "inter-az", "inter-region", "internet")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    get_per_1000: float
+    egress_per_gb: dict
+    broker_inter_az_per_gb: float
+    gb_bytes: int = 2 ** 30
+
+
+# AWS, Google and Azure all bill transfer per GB of 2**30 bytes (AWS and Google say so in their
+# billing documentation; Azure's meters are in GB of 1,024 MB).
+PRESETS: dict[str, Preset] = {
+    "aws-s3-standard": Preset("aws-s3-standard", 0.0004,
+                              {"same-region": 0.0, "inter-az": 0.0, "inter-region": 0.02, "internet": 0.09},
+                              0.02),
+    "gcs-standard": Preset("gcs-standard", 0.004 / 10,
+                           {"same-region": 0.0, "inter-az": 0.0, "inter-region": 0.02, "internet": 0.12},
+                           0.01),
+    "azure-hot": Preset("azure-hot", 0.004 / 10,
+                        {"same-region": 0.0, "inter-az": 0.0, "inter-region": 0.02, "internet": 0.087},
+                        0.0),
+}
+
+
+class BudgetExceededError(KafkaTieredError):
+    """The estimate of a read exceeds ``cost.budget.usd``: the read was refused before reading."""
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Rates of one read, from a preset and overrides.  ``gb_bytes`` is the provider's GB."""
+    preset: str = "aws-s3-standard"
+    egress: str = "same-region"
+    get_per_1000: float = 0.0004
+    egress_per_gb: float = 0.0
+    broker_per_gb: float = 0.02
+    gb_bytes: int = 2 ** 30
+    budget_usd: float | None = None
+
+    @classmethod
+    def of(cls, preset: str = "aws-s3-standard", egress: str = "same-region", *,
+           get_per_1000: float | None = None, egress_per_gb: float | None = None,
+           broker_per_gb: float | None = None, budget_usd: float | None = None) -> "CostModel":
+        if preset not in PRESETS:
+            raise ValueError(f"unknown cost preset {preset!r}; presets: {', '.join(PRESETS)}")
+        if egress not in EGRESS_CLASSES:
+            raise ValueError(f"unknown egress class {egress!r}; classes: {', '.join(EGRESS_CLASSES)}")
+        p = PRESETS[preset]
+        return cls(preset, egress,
+                   p.get_per_1000 if get_per_1000 is None else get_per_1000,
+                   p.egress_per_gb[egress] if egress_per_gb is None else egress_per_gb,
+                   p.broker_inter_az_per_gb if broker_per_gb is None else broker_per_gb,
+                   p.gb_bytes, budget_usd)
+
+    def dollars(self, requests: int, nbytes: int) -> float:
+        return requests * self.get_per_1000 / 1000.0 + nbytes / self.gb_bytes * self.egress_per_gb
+
+    def broker_dollars(self, nbytes: int) -> float:
+        return nbytes / self.gb_bytes * self.broker_per_gb
+
+    def describe(self) -> str:
+        return (f"{self.preset}, {self.egress} egress: ${self.get_per_1000:g} per 1,000 GETs, "
+                f"${self.egress_per_gb:g}/GB; broker path ${self.broker_per_gb:g}/GB")
+
+
+# ---------------------------------------------------------------------------------------------
+# After a read
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CostRow:
+    client_id: str
+    topic: str
+    remote_bytes: int
+    remote_requests: int
+    remote_failed: int
+    dollars: float
+    broker_bytes: int                # what actually came through brokers (tail, fallbacks)
+    broker_equivalent_bytes: int     # what brokers would have sent for the whole read
+    broker_path_dollars: float       # ... and what that would have cost across AZs
+    records: int
+    throttled_s: float
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    latency_p99_s: float | None
+
+    @property
+    def bytes_per_get(self) -> float | None:
+        return self.remote_bytes / self.remote_requests if self.remote_requests else None
+
+    @property
+    def error_rate(self) -> float:
+        return self.remote_failed / self.remote_requests if self.remote_requests else 0.0
+
+
+@dataclass(frozen=True)
+class CostReport:
+    model: CostModel
+    rows: tuple[CostRow, ...]
+    tasks: int = 0
+
+    @property
+    def dollars(self) -> float:
+        return sum(r.dollars for r in self.rows)
+
+    @property
+    def remote_bytes(self) -> int:
+        return sum(r.remote_bytes for r in self.rows)
+
+    @property
+    def remote_requests(self) -> int:
+        return sum(r.remote_requests for r in self.rows)
+
+    def as_dicts(self) -> list[dict]:
+        out = []
+        for r in self.rows:
+            d = {k: getattr(r, k) for k in r.__dataclass_fields__}
+            d["bytes_per_get"] = r.bytes_per_get
+            d["error_rate"] = r.error_rate
+            out.append(d)
+        return out
+
+    def __str__(self) -> str:
+        head = (f"{'client.id':<24} {'topic':<16} {'GETs':>7} {'failed':>6} {'MB':>9} {'B/GET':>9} "
+                f"{'$':>10} {'p50 ms':>7} {'p99 ms':>7} {'broker MB':>9} {'via brokers $':>13}")
+        lines = [f"cost model: {self.model.describe()}", head]
+        for r in self.rows:
+            bpg = f"{r.bytes_per_get:,.0f}" if r.bytes_per_get is not None else "-"
+            p50 = f"{r.latency_p50_s * 1000:.1f}" if r.latency_p50_s is not None else "-"
+            p99 = f"{r.latency_p99_s * 1000:.1f}" if r.latency_p99_s is not None else "-"
+            lines.append(f"{r.client_id[:24]:<24} {r.topic[:16]:<16} {r.remote_requests:>7,} "
+                         f"{r.remote_failed:>6,} {r.remote_bytes / 1e6:>9.2f} {bpg:>9} "
+                         f"{r.dollars:>10.6f} {p50:>7} {p99:>7} {r.broker_equivalent_bytes / 1e6:>9.2f} "
+                         f"{r.broker_path_dollars:>13.6f}")
+        return "\n".join(lines)
+
+
+def cost_report(stats, model: CostModel | None = None, **rates) -> CostReport:
+    """Cost per client id and topic of a finished read.
+
+    ``stats``: a :class:`~kafka_tiered_source.metrics.reader.ReadTotals` (e.g.
+    ``kafka_tiered_source.last_read_stats(spark)``; its own cost model, from the read's
+    ``cost.*`` options, is used unless ``model`` or ``rates`` are given).  ``rates``:
+    ``preset=``, ``egress=``, ``get_per_1000=``, ``egress_per_gb=``, ``broker_per_gb=`` as for
+    :meth:`CostModel.of`."""
+    from .metrics.reader import ReadTotals
+    if not isinstance(stats, ReadTotals):
+        raise TypeError(f"cost_report takes the ReadTotals of a read (kafka_tiered_source."
+                        f"last_read_stats(spark)), got {type(stats).__name__}")
+    if model is None:
+        model = CostModel.of(**rates) if rates else (stats.cost or CostModel.of())
+    elif rates:
+        raise TypeError("give either model or rates, not both")
+    rows = []
+    for (client_id, topic), s in stats.grouped("client_id", "topic").items():
+        if not topic:   # counters outside any range (none today): keep them out of the rows
+            continue
+        rows.append(CostRow(
+            client_id, topic, s.remote_bytes, s.remote_requests, s.remote_failed,
+            model.dollars(s.remote_requests, s.remote_bytes), s.broker_bytes,
+            s.broker_equivalent_bytes, model.broker_dollars(s.broker_equivalent_bytes), s.records,
+            s.throttled_s, s.remote_latency.quantile(0.5), s.remote_latency.quantile(0.95),
+            s.remote_latency.quantile(0.99)))
+    return CostReport(model, tuple(rows), stats.tasks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Before a read
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Estimate:
+    """What a planned read will do, counted the way the reader issues its GETs: one GET per
+    ``fetch.remote.part.size.bytes`` part of each remote range, plus, for the ``aiven`` layout,
+    one manifest GET per segment per task (each task's fetcher caches manifests)."""
+    gets: int                 # total GETs: log parts + manifests
+    log_gets: int
+    manifest_gets: int
+    bytes: int                # .log bytes to be read (manifests, a few hundred bytes each, excluded)
+    dollars: float
+    partitions: int           # Spark partitions (tasks) planned
+    remote_ranges: int
+    broker_ranges: int
+    broker_bytes: int         # the planner's guess for offsets still on the brokers
+    model: CostModel = field(default_factory=CostModel)
+
+    def __str__(self) -> str:
+        return (f"{self.gets:,} GETs ({self.log_gets:,} ranged + {self.manifest_gets:,} manifests), "
+                f"{self.bytes:,} bytes from storage, ${self.dollars:.6f} ({self.model.describe()}); "
+                f"{self.partitions} Spark partitions, {self.remote_ranges} remote ranges, "
+                f"{self.broker_ranges} broker ranges (~{self.broker_bytes:,} bytes via brokers)")
+
+
+def estimate_plan(plan, options) -> Estimate:
+    """Count the GETs and bytes of a :class:`~kafka_tiered_source.planning.planner.Plan`."""
+    from .planning.partitions import BrokerRange, RemoteRange
+    storage = options.storage
+    part = max(1, storage.part_size)
+    aiven = storage.layout == "aiven"
+    model = options.cost
+    log_gets = nbytes = manifests = remote = broker = broker_bytes = 0
+    for task in plan.tasks:
+        seen = set()
+        for r in task.ranges:
+            if isinstance(r, RemoteRange):
+                remote += 1
+                size = r.segment.size_bytes
+                end = min(r.byte_end, size) if size is not None else r.byte_end
+                length = max(0, end - r.byte_start)
+                nbytes += length
+                log_gets += math.ceil(length / part)
+                if aiven and r.segment.segment_id not in seen:
+                    seen.add(r.segment.segment_id)
+                    manifests += 1
+            elif isinstance(r, BrokerRange):
+                broker += 1
+                broker_bytes += r.estimated_bytes
+    gets = log_gets + manifests
+    return Estimate(gets, log_gets, manifests, nbytes, model.dollars(gets, nbytes), len(plan.tasks),
+                    remote, broker, broker_bytes, model)
+
+
+def check_budget(estimate: Estimate) -> None:
+    """Raise :class:`BudgetExceededError` when the estimate exceeds ``cost.budget.usd``."""
+    budget = estimate.model.budget_usd
+    if budget is not None and estimate.dollars > budget:
+        raise BudgetExceededError(
+            f"kafka-tiered: the read is estimated at ${estimate.dollars:.6f}, over the budget of "
+            f"${budget:g} (option 'cost.budget.usd'); nothing was read. Estimate: {estimate}")
+
+
+def estimate(spark=None, options: dict | None = None, **kw) -> Estimate:
+    """Plan a read without reading data and count its GETs, bytes and dollars.
+
+    Options as for ``spark.read.format("kafka-tiered")``, as a dict and/or keywords
+    (``estimate(spark, {"kafka.bootstrap.servers": ...}, subscribe="t")``).  ``spark`` (optional) supplies the default ``client.id`` (its application name),
+    as the registered source does.  Planning talks to the brokers (Metadata, ListOffsets,
+    location Fetches) but issues no storage GET unless segments must be split by their offset
+    index (``minPartitions``, ``maxRecordsPerPartition``, or segments above
+    ``partition.target.bytes``)."""
+    from .spark.datasource import plan_read
+    from .spark.options import ReadOptions
+    opts = dict(options or {})
+    opts.update(kw)
+    if spark is not None and not any(str(k).lower() in ("client.id", "kafka.client.id") for k in opts):
+        opts["client.id"] = spark.sparkContext.appName
+    read_options = ReadOptions.parse(opts)
+    return estimate_plan(plan_read(read_options), read_options)

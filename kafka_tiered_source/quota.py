@@ -1,0 +1,119 @@
+"""Client-side quotas on remote storage reads, in the spirit of Kafka's KIP-13 client quotas.
+
+A Kafka broker keeps a client within its byte rate by delaying its answers; a reader that goes
+to object storage itself has no broker to do that, so it throttles itself: a token bucket per
+reader for bytes/s and one for GETs/s.  The bucket is charged after each GET (the fetcher's
+observer hook runs then, in the thread that issued the GET), and the thread sleeps off any
+debt before it can issue its next GET.  Long-run throughput is therefore bounded by the rate
+whatever the GET sizes; a GET is never split or refused.
+
+Options (all per second, unset = unlimited):
+
+* ``quota.remote.bytes.per.second`` / ``quota.remote.requests.per.second``: per reader (one
+  Spark task);
+* ``quota.job.remote.bytes.per.second`` / ``quota.job.remote.requests.per.second``: for the
+  whole read, split evenly over the tasks planned (a task gets ``job rate / tasks``).  When
+  both a per-reader and a job limit are set, the lower one applies.
+
+Buckets start empty and hold at most one second of tokens: a reader earns burst credit only
+while it is not fetching (decoding), never up front, so a measured rate never exceeds the limit.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+
+class TokenBucket:
+    """``rate`` tokens per second, at most ``capacity`` banked (default: one second's worth).
+
+    :meth:`charge` takes ``amount`` tokens, going into debt if needed, and sleeps until the
+    debt is paid; concurrent callers queue behind each other's debt, so together they stay
+    within the rate.  Returns the seconds slept."""
+
+    def __init__(self, rate: float, capacity: float | None = None, *, clock=time.monotonic,
+                 sleep=time.sleep):
+        if not rate > 0:
+            raise ValueError(f"rate must be > 0, got {rate!r}")
+        self.rate = float(rate)
+        self.capacity = float(capacity) if capacity is not None else self.rate
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._tokens = 0.0
+        self._at = clock()
+
+    def charge(self, amount: float) -> float:
+        if amount <= 0:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            self._tokens -= amount
+            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+        return wait
+
+
+@dataclass(frozen=True)
+class QuotaConfig:
+    """The ``quota.*`` options (None = unlimited)."""
+    remote_bytes_per_second: float | None = None
+    remote_requests_per_second: float | None = None
+    job_remote_bytes_per_second: float | None = None
+    job_remote_requests_per_second: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return any(v is not None for v in (self.remote_bytes_per_second, self.remote_requests_per_second,
+                                           self.job_remote_bytes_per_second,
+                                           self.job_remote_requests_per_second))
+
+    def per_reader(self, tasks: int) -> tuple[float | None, float | None]:
+        """(bytes/s, GETs/s) for one reader of a read planned into ``tasks`` tasks."""
+        tasks = max(1, int(tasks))
+
+        def lower(own, job):
+            share = job / tasks if job is not None else None
+            if own is None:
+                return share
+            return own if share is None else min(own, share)
+
+        return (lower(self.remote_bytes_per_second, self.job_remote_bytes_per_second),
+                lower(self.remote_requests_per_second, self.job_remote_requests_per_second))
+
+
+class ReaderQuota:
+    """The buckets of one reader.  Picklable: rebuilt (empty) from its rates."""
+
+    def __init__(self, bytes_per_second: float | None = None, requests_per_second: float | None = None):
+        self.bytes_per_second = bytes_per_second
+        self.requests_per_second = requests_per_second
+        self._bytes = TokenBucket(bytes_per_second) if bytes_per_second else None
+        self._requests = TokenBucket(requests_per_second) if requests_per_second else None
+
+    @classmethod
+    def for_task(cls, config: QuotaConfig | None, tasks: int) -> "ReaderQuota | None":
+        if config is None or not config.enabled:
+            return None
+        b, r = config.per_reader(tasks)
+        return cls(b, r)
+
+    def __reduce__(self):
+        return (self.__class__, (self.bytes_per_second, self.requests_per_second))
+
+    def charge(self, nbytes: int) -> float:
+        """One GET finished having received ``nbytes``: sleep as the quotas require; returns the
+        seconds slept."""
+        slept = 0.0
+        if self._requests is not None:
+            slept += self._requests.charge(1)
+        if self._bytes is not None:
+            slept += self._bytes.charge(nbytes)
+        return slept
+
+    def __repr__(self) -> str:
+        return f"ReaderQuota(bytes/s={self.bytes_per_second}, requests/s={self.requests_per_second})"
