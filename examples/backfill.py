@@ -185,6 +185,7 @@ def main(argv=None) -> int:
                 d_n, d_digest, d_distinct, t_direct, parts = run_backfill(
                     spark, cluster.bootstrap_servers, storage, direct=True, isolation=args.isolation,
                     min_partitions=args.min_partitions)
+                direct_stats = kafka_tiered_source.last_read_stats(spark)
                 broker_before = _broker_remote_bytes(cluster)
                 b_n, b_digest, _, t_broker, _ = run_backfill(
                     spark, cluster.bootstrap_servers, storage, direct=False, isolation=args.isolation,
@@ -202,6 +203,9 @@ def main(argv=None) -> int:
                   f"{(broker_after - broker_before) / 1e6:.1f} MB from remote storage to serve it)")
             print(f"expected ({args.isolation}): {expected:,} rows; distinct offsets {d_distinct:,}; "
                   f"identical results (count and digest): {same}")
+            if direct_stats is not None:
+                print("cost of the direct read (kafka_tiered_source.cost_report):")
+                print(kafka_tiered_source.cost_report(direct_stats))
             if not same or d_n != expected or d_distinct != d_n:
                 print("MISMATCH: the two reads disagree, miss rows or repeat offsets", file=sys.stderr)
                 return 1

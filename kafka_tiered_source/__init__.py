@@ -25,6 +25,7 @@ __all__ = [
     "BrokerError", "ConfigError", "CorruptRecordError", "DataLossError",
     "DecompressionLimitError", "KafkaTieredError", "ProtocolError", "RemoteStorageError",
     "decode", "decoder_backend", "register",
+    "cost_report", "estimate", "last_read_stats", "read_history",
 ]
 
 
@@ -42,6 +43,37 @@ def decoder_backend() -> str:
 
 def register(spark) -> None:
     """Register the ``kafka-tiered`` format with a ``SparkSession`` (Spark also registers it by
-    itself when the package is installed, through the top-level ``pyspark_kafka_tiered``)."""
-    from .spark import register as _register
-    _register(spark)
+    itself when the package is installed, through the top-level ``pyspark_kafka_tiered``).
+
+    Registering explicitly also brings every task's metrics back to this driver (a Spark
+    accumulator: :func:`last_read_stats`) and makes the application name the default
+    ``client.id``."""
+    from .metrics.spark import install
+    install(spark)
+
+
+def last_read_stats(spark):
+    """The totals (:class:`~kafka_tiered_source.metrics.reader.ReadTotals`) of the latest
+    ``kafka-tiered`` read of this session (after :func:`register`); None before any."""
+    from .metrics.spark import last_read_stats as _last
+    return _last(spark)
+
+
+def read_history(spark):
+    """Every read's totals in this session, by read id (oldest first)."""
+    from .metrics.spark import read_history as _history
+    return _history(spark)
+
+
+def cost_report(stats, model=None, **rates):
+    """Bytes, GETs, dollars, bytes per GET, error rate and the broker-path comparison per
+    client id and topic of a finished read (see :func:`kafka_tiered_source.cost.cost_report`)."""
+    from .cost import cost_report as _report
+    return _report(stats, model, **rates)
+
+
+def estimate(spark=None, options=None, **kw):
+    """Plan a read without reading data: GETs, bytes, dollars, partitions (see
+    :func:`kafka_tiered_source.cost.estimate`)."""
+    from .cost import estimate as _estimate
+    return _estimate(spark, options, **kw)

@@ -189,4 +189,7 @@ def _print_batch(out, as_json, info, rows, error):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the registry of the importable module, not of this __main__ copy: subcommand modules
+    # register themselves on ``kafka_tiered_source.cli``.
+    from kafka_tiered_source.cli import main as _main
+    sys.exit(_main())

@@ -27,15 +27,26 @@ class TaskReader:
     """Reads tasks for one query.  Picklable: it travels as its options and rebuilds its
     fetcher and broker client lazily in the process that reads."""
 
-    def __init__(self, options, metrics=None):
+    def __init__(self, options, metrics=None, tasks_planned: int = 1):
         self.options = options
-        from .metrics.reader import ReaderMetrics
-        self.metrics = metrics if metrics is not None else ReaderMetrics()
+        self.tasks_planned = tasks_planned
+        if metrics is None:
+            from .metrics.reader import ReaderMetrics
+            from .quota import ReaderQuota
+            metrics = ReaderMetrics(options.client_id, _backend_name(options),
+                                    ReaderQuota.for_task(getattr(options, "quota", None), tasks_planned))
+        self.metrics = metrics
         self._fetcher = None
         self._client = None
 
     def __reduce__(self):
-        return (self.__class__, (self.options,))
+        return (self.__class__, (self.options, None, self.tasks_planned))
+
+    def finish(self, **context):
+        """Report this reader's metrics (accumulator, JSON lines, KIP-714 push); see
+        :func:`kafka_tiered_source.metrics.task.finish_task`."""
+        from .metrics.task import finish_task
+        return finish_task(self, **context)
 
     # -- lazily built parts --------------------------------------------------------------------
     @property
@@ -76,6 +87,7 @@ class TaskReader:
         broker_only: set = set()    # partitions that fell back: the rest of them goes via broker
         for r in task.ranges:
             key = (r.topic, r.partition)
+            self.metrics.scope(r.topic, r.partition)
             if isinstance(r, RemoteRange) and key not in broker_only:
                 flt = None
                 if committed:
@@ -108,6 +120,7 @@ class TaskReader:
         res = decode_batches(data, topic=seg.topic, partition=seg.partition,
                              start_offset=r.offset_start, end_offset=r.offset_end, filter=flt,
                              include_headers=self.options.include_headers, position=r.byte_start)
+        self.metrics.count(broker_equivalent_bytes=_batch_bytes(data, r.offset_start, r.offset_end))
         for b in res.batches:
             if b.num_rows:
                 self.metrics.count(records=b.num_rows)
@@ -154,7 +167,7 @@ class TaskReader:
             res = decode_batches(records if records is not None else b"", topic=topic,
                                  partition=partition, start_offset=offset, end_offset=end,
                                  filter=flt, include_headers=self.options.include_headers)
-            self.metrics.count(broker_fetches=1, broker_bytes=size,
+            self.metrics.count(broker_fetches=1, broker_bytes=size, broker_equivalent_bytes=size,
                                **({"fallback_bytes": size} if fallback else {}))
             for b in res.batches:
                 if b.num_rows:
@@ -185,3 +198,27 @@ class TaskReader:
         log.warning("%s-%d: offsets [%d, %d) were deleted; skipping them", topic, partition, offset,
                     earliest)
         return earliest
+
+
+def _batch_bytes(data, offset_start: int, offset_end: int) -> int:
+    """Bytes of the complete batches in ``data`` holding offsets in ``[offset_start,
+    offset_end)``: what a broker sends for those offsets (it serves whole batches, aborted and
+    control ones included)."""
+    from .records.header import iter_headers
+    try:
+        return sum(h.size for h in iter_headers(data)
+                   if h.last_offset >= offset_start and h.base_offset < offset_end)
+    except ValueError:   # a corrupt length: decode_batches has reported it already
+        return 0
+
+
+def _backend_name(options) -> str:
+    """The storage backend tag of a reader's metrics (the fetcher class's ``backend``)."""
+    storage = options.storage
+    if not options.fetch_remote_enabled or not (storage.fetcher or storage.fetcher_class):
+        return "none"
+    try:
+        from .storage.registry import fetcher_class
+        return fetcher_class(storage.fetcher, class_path=storage.fetcher_class).backend
+    except Exception:   # checked when the DataFrame was created; a tag must not fail a read
+        return storage.fetcher or "custom"

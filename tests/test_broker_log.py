@@ -387,3 +387,14 @@ def test_restart_keeps_topics_logs_and_open_transactions(tmp_path):
     with pytest.raises(StorageError) as e:
         s2.create_topic("r", 1)
     assert e.value.error_name == "TOPIC_ALREADY_EXISTS"
+
+
+def test_invalid_topic_name_is_a_storage_error_with_a_kafka_error_code(tmp_path):
+    from kafka_tiered_source.protocol.errors import code_of
+    from kafka_tiered_source.testing.log import StorageError
+    from kafka_tiered_source.testing.storage import BrokerStorage
+    storage = BrokerStorage(str(tmp_path))
+    with pytest.raises(StorageError) as info:
+        storage.create_topic("bad/name", 1)
+    assert info.value.error_name == "INVALID_TOPIC"
+    assert info.value.error_code == code_of("INVALID_TOPIC")

@@ -4,6 +4,7 @@ sessions, KIP-1248 direct fetch answers (+ ranged read of the hinted bytes), res
 coordinator state, metrics and the ``kafka-tiered broker`` command."""
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import socket
@@ -533,17 +534,15 @@ def test_cli_broker_runs_until_sigterm(tmp_path):
             proc.wait()
 
 
-def test_transaction_past_its_timeout_is_aborted_and_producer_fenced(cluster_factory):
+def open_raw_transaction(r, txn_id, topic, timeout_ms):
+    """InitProducerId + AddPartitionsToTxn + a transactional batch of 3 records to partition 0."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    c = cluster_factory()
-    c.create_topic("slow", 1)
-    r = Raw(c.port)
-    init = r.call(m.InitProducerIdRequest(transactional_id="slow-tx", transaction_timeout_ms=300), 4)
+    init = r.call(m.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=timeout_ms), 4)
     A = m.AddPartitionsToTxnRequest
-    resp = r.call(A(v3_and_below_transactional_id="slow-tx", v3_and_below_producer_id=init.producer_id,
+    resp = r.call(A(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=init.producer_id,
                     v3_and_below_producer_epoch=init.producer_epoch,
-                    v3_and_below_topics=[A.AddPartitionsToTxnTopic(name="slow", partitions=[0])]), 3)
+                    v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=topic, partitions=[0])]), 3)
     assert resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True,
                                   producer_id=init.producer_id, producer_epoch=init.producer_epoch,
@@ -551,9 +550,17 @@ def test_transaction_past_its_timeout_is_aborted_and_producer_fenced(cluster_fac
     for i in range(3):
         b.append(i, timestamp=1_700_000_000_000, key=None, value=b"t%d" % i, headers=[])
     P = m.ProduceRequest
-    resp = r.call(P(transactional_id="slow-tx", acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
-        name="slow", partition_data=[P.PartitionProduceData(index=0, records=bytes(b.build()))])]), 12)
+    resp = r.call(P(transactional_id=txn_id, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name=topic, partition_data=[P.PartitionProduceData(index=0, records=bytes(b.build()))])]), 12)
     assert resp.responses[0].partition_responses[0].error_code == 0
+    return init
+
+
+def test_transaction_past_its_timeout_is_aborted_and_producer_fenced(cluster_factory):
+    c = cluster_factory()
+    c.create_topic("slow", 1)
+    r = Raw(c.port)
+    init = open_raw_transaction(r, "slow-tx", "slow", 300)
     assert c.offsets("slow", 0).last_stable_offset == 0
     deadline = time.monotonic() + 15
     while c.offsets("slow", 0).last_stable_offset == 0 and time.monotonic() < deadline:
@@ -690,3 +697,26 @@ def test_project_client_with_scram_and_kip1248(cluster_factory):
         assert [(a.producer_id, a.first_offset) for a in r.partition.aborted_transactions] == loc.aborted
         plain = bc.fetch("payments", 0, 100)
         assert not plain.has_remote_location and batches(bytes(plain.partition.records))[0][0] <= 100
+
+
+def test_half_written_end_txn_is_completed_on_restart(cluster_factory, tmp_path):
+    data_dir, remote = str(tmp_path / "half"), f"file://{tmp_path}/half-remote"
+    c = cluster_factory(data_dir=data_dir, remote_storage=remote)
+    c.create_topic("half", 1)
+    r = Raw(c.port)
+    init = open_raw_transaction(r, "half-tx", "half", 60_000)
+    r.close()
+    c.stop()
+    # the broker stopped after deciding to commit, before writing the markers
+    c.coordinator.end_txn("half-tx", init.producer_id, init.producer_epoch, True)
+    assert c.coordinator.transaction("half-tx").state == "PrepareCommit"
+    assert c.offsets("half", 0).last_stable_offset == 0
+    c2 = cluster_factory(data_dir=data_dir, remote_storage=remote)
+    deadline = time.monotonic() + 10
+    while c2.coordinator.transaction("half-tx").state != "CompleteCommit" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    o = c2.offsets("half", 0)
+    assert c2.coordinator.transaction("half-tx").state == "CompleteCommit"
+    assert o.last_stable_offset == o.high_watermark == 4
+    rows = consume_kafka_python(c2.bootstrap_servers, "half", 0, read_committed=True)
+    assert [base64.b64decode(x["value"]) for x in rows] == [b"t0", b"t1", b"t2"]

@@ -83,3 +83,14 @@ def test_subcommand_is_required():
     with pytest.raises(SystemExit) as ei:
         main([])
     assert ei.value.code == 2
+
+
+def test_module_entry_point_lists_every_subcommand():
+    # ``python -m kafka_tiered_source.cli`` runs a second copy of the module as __main__; the
+    # subcommands registered on the importable module (dump, and broker from testing.cli) must
+    # still be there.
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "kafka_tiered_source.cli", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "dump" in out and "broker" in out

@@ -277,3 +277,32 @@ class ReaderMetrics:
 
     def total(self) -> ReadStats:
         return self.snapshot().total()
+
+
+class ReadHistory:
+    """The totals of each read of a session, by read id, oldest first: the value of the
+    driver's accumulator (each task adds its :class:`ReadTotals`)."""
+
+    def __init__(self, reads: dict | None = None):
+        self.reads: dict[str, ReadTotals] = dict(reads or {})
+
+    def add(self, item) -> "ReadHistory":
+        if isinstance(item, ReadHistory):
+            for totals in item.reads.values():
+                self.add(totals)
+            return self
+        key = item.read_id or "-"
+        if key in self.reads:
+            self.reads[key].merge(item)
+        else:
+            self.reads[key] = ReadTotals().merge(item)
+        return self
+
+    def last(self) -> ReadTotals | None:
+        return next(reversed(self.reads.values()), None) if self.reads else None
+
+    def __len__(self) -> int:
+        return len(self.reads)
+
+    def __repr__(self) -> str:
+        return f"ReadHistory({list(self.reads)})"

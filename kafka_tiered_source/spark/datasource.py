@@ -30,7 +30,16 @@ class KafkaTieredDataSource(DataSource):
     are parsed once, in the process that creates the DataFrame.
     """
 
+    # Set on the subclass kafka_tiered_source.register(spark) registers (metrics/spark.py):
+    # the driver's metrics accumulator and the Spark application's name (default client.id).
+    _kts_accumulator = None
+    _kts_app_name = None
+    _kts_app_id = None
+
     def __init__(self, options):
+        if self._kts_app_name and not any(str(k).lower() in ("client.id", "kafka.client.id")
+                                          for k in options):
+            options = {**dict(options), "client.id": self._kts_app_name}
         super().__init__(options)
         self.read_options = ReadOptions.parse(options)
         storage = self.read_options.storage
@@ -48,36 +57,51 @@ class KafkaTieredDataSource(DataSource):
         return ddl(self.read_options.include_headers)
 
     def reader(self, schema) -> "KafkaTieredReader":
-        return KafkaTieredReader(self.read_options)
+        return KafkaTieredReader(self.read_options, self._kts_accumulator, self._kts_app_id)
 
 
 @dataclass(frozen=True)
 class TaskPartition(InputPartition):
     """One Spark partition: a :class:`~kafka_tiered_source.planning.partitions.ReadTask`."""
     task: object
+    read_id: str | None = None      # one id per planning (per Spark action), for metrics
+    tasks_planned: int = 1          # job-level quotas are split over this many tasks
 
-    def __init__(self, task):
+    def __init__(self, task, read_id=None, tasks_planned=1):
         object.__setattr__(self, "task", task)
         object.__setattr__(self, "value", task.index)
+        object.__setattr__(self, "read_id", read_id)
+        object.__setattr__(self, "tasks_planned", tasks_planned)
 
 
 class KafkaTieredReader(DataSourceReader):
-    def __init__(self, options: ReadOptions):
+    def __init__(self, options: ReadOptions, accumulator=None, app_id=None):
         self.options = options
+        self.accumulator = accumulator
+        self.app_id = app_id
 
     def partitions(self):
+        import uuid
+        from ..cost import check_budget, estimate_plan
         from ..planning.partitions import ReadTask
         plan = plan_read(self.options)
+        # cost.budget.usd: refuse here, before any task reads a byte
+        check_budget(estimate_plan(plan, self.options))
         tasks = plan.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
-        return [TaskPartition(t) for t in tasks]
+        read_id = uuid.uuid4().hex
+        return [TaskPartition(t, read_id, len(tasks)) for t in tasks]
 
     def read(self, partition):
         from ..task_reader import TaskReader
-        reader = TaskReader(self.options)
+        reader = TaskReader(self.options, tasks_planned=getattr(partition, "tasks_planned", 1))
         try:
             yield from reader.read(partition.task)
         finally:
-            reader.close()
+            try:
+                reader.finish(accumulator=self.accumulator, read_id=getattr(partition, "read_id", None),
+                              task_index=partition.task.index, app_id=self.app_id)
+            finally:
+                reader.close()
 
 
 def plan_read(options: ReadOptions):

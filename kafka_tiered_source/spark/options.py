@@ -35,9 +35,14 @@ Options of our own: ``client.id``, ``partition.target.bytes`` (target bytes per 
 layer (:class:`kafka_tiered_source.storage.config.FetcherConfig`); they are handed to it here so
 that their errors, too, surface when the DataFrame is created.  An unknown ``fetch.remote.*``
 name is refused here with a suggestion; an unknown ``remote.storage.*`` name by the storage
-layer with its list.  Offline mode (no ``kafka.bootstrap.servers``) needs an explicit
-``remote.storage.layout``: without it the missing bootstrap servers are the error.
-``cost.*`` options are not accepted (yet): they are refused as unknown.
+layer with its list.  Offline mode (no ``kafka.bootstrap.servers``) needs
+``remote.storage.uri`` or an explicit ``remote.storage.layout``: without either the missing
+bootstrap servers are the error.  Offline, ``fetch.remote.enabled=false``, the ``presigned``
+fetcher and the ``template`` layout are refused (see :mod:`kafka_tiered_source.planning.offline`).
+Cost, quota and metrics options (declared in ``_METRICS_OPTIONS``; meaning in
+:mod:`kafka_tiered_source.cost`, :mod:`kafka_tiered_source.quota` and
+:mod:`kafka_tiered_source.metrics`): ``cost.preset``, ``cost.egress``, ``cost.rate.*``,
+``cost.budget.usd``, ``quota.*``, ``metrics.jsonl.path``, ``telemetry.push.enabled``.
 """
 from __future__ import annotations
 
@@ -49,7 +54,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
+from ..cost import EGRESS_CLASSES, PRESETS, CostModel
 from ..errors import ConfigError
+from ..quota import QuotaConfig
 from ..redact import REDACTED, is_secret_key
 from ..storage.config import FETCH_OPTIONS, FetcherConfig
 
@@ -91,12 +98,29 @@ _OWN_OPTIONS = (
     "partition.target.bytes",
     "fetch.remote.enabled",
 )
+# Cost, quota and metrics options: name -> how the value is parsed ("preset", "egress": a
+# choice; "rate": a float >= 0; "positive": a float > 0; "path": a non-empty string; "bool").
+_METRICS_OPTIONS = {
+    "cost.preset": "preset",
+    "cost.egress": "egress",
+    "cost.rate.get.per.1000": "rate",
+    "cost.rate.egress.per.gb": "rate",
+    "cost.rate.broker.per.gb": "rate",
+    "cost.budget.usd": "rate",
+    "quota.remote.bytes.per.second": "positive",
+    "quota.remote.requests.per.second": "positive",
+    "quota.job.remote.bytes.per.second": "positive",
+    "quota.job.remote.requests.per.second": "positive",
+    "metrics.jsonl.path": "path",
+    "telemetry.push.enabled": "bool",
+}
 # ``remote.storage.*`` and the other ``fetch.remote.*`` options belong to the storage layer,
 # which declares and parses them (kafka_tiered_source.storage.config); they are checked here,
 # at load time, by handing them to it.
 _STORAGE_OPTIONS = tuple(FETCH_OPTIONS)
 _KNOWN = {name.lower(): name
-          for name in (*_SPARK_OPTIONS, *_IGNORED_OPTIONS, *_OWN_OPTIONS, *_STORAGE_OPTIONS)}
+          for name in (*_SPARK_OPTIONS, *_IGNORED_OPTIONS, *_OWN_OPTIONS, *_METRICS_OPTIONS,
+                       *_STORAGE_OPTIONS)}
 
 KAFKA_PREFIX = "kafka."
 REMOTE_STORAGE_PREFIX = "remote.storage."
@@ -310,6 +334,10 @@ class ReadOptions:
     fetch_offset_num_retries: int = 3       # fetchOffset.numRetries
     fetch_offset_retry_interval_ms: int = 10  # fetchOffset.retryIntervalMs
     ignored: tuple[str, ...] = ()           # accepted-but-ignored options, canonical names
+    cost: CostModel = field(default_factory=CostModel)       # cost.*
+    quota: QuotaConfig = field(default_factory=QuotaConfig)  # quota.*
+    metrics_jsonl_path: str | None = None   # metrics.jsonl.path: one JSON line per task
+    telemetry_push: bool = True             # telemetry.push.enabled (KIP-714 push to the broker)
 
     @property
     def offline(self) -> bool:
@@ -354,6 +382,54 @@ def _bool(name: str, value: str) -> bool:
         return False
     raise ConfigError(f"Option '{name}' must be 'true' or 'false', got {_show(name, value)}",
                       option=name)
+
+
+def _float(name: str, value: str, *, positive: bool) -> float:
+    try:
+        number = float(value.strip())
+    except ValueError:
+        number = None
+    if number is None or number != number or number in (float("inf"), float("-inf")):
+        raise ConfigError(f"Option '{name}' must be a number, got {_show(name, value)}",
+                          option=name)
+    if number < 0 or (positive and number == 0):
+        raise ConfigError(f"Option '{name}' must be {'> 0' if positive else '>= 0'}, got {number:g}",
+                          option=name)
+    return number
+
+
+def _metrics_options(opts: Mapping[str, str]) -> dict:
+    """The cost / quota / metrics options, parsed by the kinds of ``_METRICS_OPTIONS``."""
+    values = {}
+    for name, kind in _METRICS_OPTIONS.items():
+        key = name.lower()
+        if key not in opts:
+            continue
+        raw = opts[key]
+        if kind == "preset":
+            values[name] = _choice(name, raw, tuple(PRESETS))
+        elif kind == "egress":
+            values[name] = _choice(name, raw, EGRESS_CLASSES)
+        elif kind in ("rate", "positive"):
+            values[name] = _float(name, raw, positive=kind == "positive")
+        elif kind == "bool":
+            values[name] = _bool(name, raw)
+        else:
+            if not raw.strip():
+                raise ConfigError(f"Option '{name}' is empty", option=name)
+            values[name] = raw.strip()
+    cost = CostModel.of(values.get("cost.preset", "aws-s3-standard"),
+                        values.get("cost.egress", "same-region"),
+                        get_per_1000=values.get("cost.rate.get.per.1000"),
+                        egress_per_gb=values.get("cost.rate.egress.per.gb"),
+                        broker_per_gb=values.get("cost.rate.broker.per.gb"),
+                        budget_usd=values.get("cost.budget.usd"))
+    quota = QuotaConfig(values.get("quota.remote.bytes.per.second"),
+                        values.get("quota.remote.requests.per.second"),
+                        values.get("quota.job.remote.bytes.per.second"),
+                        values.get("quota.job.remote.requests.per.second"))
+    return {"cost": cost, "quota": quota, "metrics_jsonl_path": values.get("metrics.jsonl.path"),
+            "telemetry_push": values.get("telemetry.push.enabled", True)}
 
 
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
@@ -698,11 +774,21 @@ def _parse(options: Mapping[str, str]) -> ReadOptions:
         bootstrap = _bootstrap(kafka["bootstrap.servers"])
     else:
         # Offline mode: the segments are found from the storage layout alone.
-        if "remote.storage.layout" not in opts:
+        if "remote.storage.layout" not in opts and "remote.storage.uri" not in opts:
             raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for "
                               "configuring the Kafka client (or, to read without a broker, "
-                              "'remote.storage.layout' and the storage location options)",
-                              option="kafka.bootstrap.servers")
+                              "'remote.storage.uri' or 'remote.storage.layout' with the storage "
+                              "location options)", option="kafka.bootstrap.servers")
+        if storage.fetcher == "presigned":
+            raise ConfigError("Option 'remote.storage.fetcher' is 'presigned' but no "
+                              "'kafka.bootstrap.servers' is given: presigned URLs come from the "
+                              "broker, and a URL cannot list a bucket to find segments",
+                              option="remote.storage.fetcher")
+        if storage.layout == "template":
+            raise ConfigError("Option 'remote.storage.layout' is 'template' but no "
+                              "'kafka.bootstrap.servers' is given: segments are found offline by "
+                              "listing, which needs the aiven or kafka-local-tiered layout",
+                              option="remote.storage.layout")
         if not fetch_remote_enabled:
             raise ConfigError("Option 'fetch.remote.enabled' is false but no "
                               "'kafka.bootstrap.servers' is given: with neither a broker nor "
@@ -761,6 +847,7 @@ def _parse(options: Mapping[str, str]) -> ReadOptions:
                                          maximum=_INT32_MAX),
         fetch_offset_retry_interval_ms=opt_int("fetchOffset.retryIntervalMs", 10, minimum=0),
         ignored=tuple(ignored),
+        **_metrics_options(opts),
     )
 
 

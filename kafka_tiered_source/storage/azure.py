@@ -98,6 +98,31 @@ class AzureFetcher(ObjectStoreFetcher):
             raise RemoteConnectionError(f"connection failed: {type(exc).__name__}", location=location,
                                         backend=self.backend) from None
 
+    def list_objects(self, prefix: str = ""):
+        """``list_blobs(name_starts_with=prefix)`` on the container, page by page."""
+        from azure.core.exceptions import AzureError, HttpResponseError
+        from fsspec.asyn import sync
+        fs = self._filesystem()
+        location = self._location(prefix)
+
+        async def collect():
+            out = []
+            async with fs.service_client.get_container_client(self._container) as cc:
+                async for blob in cc.list_blobs(name_starts_with=prefix or None):
+                    out.append((blob.name, int(blob.size or 0)))
+            return out
+        try:
+            found = sync(fs.loop, collect)
+        except HttpResponseError as exc:
+            raise (classify_status(exc.status_code or 0, None, str(exc.reason or ""),
+                                   location=location, backend=self.backend)
+                   or RemoteConnectionError("listing failed", location=location,
+                                            backend=self.backend)) from None
+        except (AzureError, OSError) as exc:
+            raise RemoteConnectionError(f"listing failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+        yield from found
+
     def __repr__(self) -> str:
         c = self.config
         return (f"AzureFetcher(account={c.option('remote.storage.azure.account.name')!r}, "

@@ -47,6 +47,9 @@ REMOTE_STORAGE_OPTIONS: dict[str, str] = {
     "remote.storage.azure.sas.token": "Azure SAS token",
     "remote.storage.azure.endpoint": "Azure blob endpoint URL (Azurite: http://127.0.0.1:port/account)",
     "remote.storage.fsspec.url": "root URL for the fsspec fetcher (file:///data, memory://root, ...)",
+    "remote.storage.uri": "shortcut for the fetcher, bucket/container and prefix: s3://bucket/prefix, "
+                          "gs://bucket/prefix, az://container/prefix, "
+                          "abfs://container@account.dfs.core.windows.net/prefix, file:///path, memory://path",
 }
 
 FETCH_OPTIONS: dict[str, tuple[int, str]] = {
@@ -172,8 +175,76 @@ class FetcherConfig:
                         "fetch.remote.retry.backoff.max.ms": "retry_backoff_max_ms",
                         "fetch.remote.manifest.cache.size": "manifest_cache_size"}[key]
                 kw[attr] = n
+        if "remote.storage.uri" in opts:
+            _apply_uri(str(opts["remote.storage.uri"]), kw, backend)
         if kw.get("layout") == "template" and not kw.get("template"):
             raise ConfigError("remote.storage.layout=template needs remote.storage.layout.template",
                               option="remote.storage.layout.template")
         kw["backend_options"] = tuple(backend)
         return cls(**kw)
+
+
+# remote.storage.uri scheme -> (fetcher, option naming the bucket / container)
+_URI_SCHEMES = {"s3": ("s3", "remote.storage.s3.bucket"), "s3a": ("s3", "remote.storage.s3.bucket"),
+                "gs": ("gcs", "remote.storage.gcs.bucket"), "gcs": ("gcs", "remote.storage.gcs.bucket"),
+                "az": ("azure", "remote.storage.azure.container"),
+                "abfs": ("azure", "remote.storage.azure.container"),
+                "abfss": ("azure", "remote.storage.azure.container"),
+                "file": ("fsspec", None), "memory": ("fsspec", None)}
+
+
+def _apply_uri(uri: str, kw: dict, backend: list) -> None:
+    """Expand ``remote.storage.uri`` into the options it stands for.
+
+    The URI's path is the key prefix, taken as a directory (``s3://b/tiered`` and
+    ``s3://b/tiered/`` both mean prefix ``tiered/``); a prefix that is not a directory (Aiven's
+    ``key.prefix=kafka-``) is given with ``remote.storage.prefix`` next to a URI without a path.
+    For ``file://`` and ``memory://`` the whole URI is the fsspec root and the prefix stays empty.
+    An explicit option that the URI also sets must agree with it: a difference is an error
+    naming both (silently preferring one would read the wrong bucket).
+    """
+    from urllib.parse import urlsplit
+    name = "remote.storage.uri"
+    parts = urlsplit(uri.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in _URI_SCHEMES:
+        raise ConfigError(f"option {name} has scheme {parts.scheme!r}; valid: "
+                          f"{', '.join(sorted(_URI_SCHEMES))}", option=name)
+    if parts.query or parts.fragment or parts.password:
+        raise ConfigError(f"option {name} must not carry a query, fragment or credentials; give "
+                          f"them with the remote.storage.<backend>.* options", option=name)
+    fetcher, bucket_key = _URI_SCHEMES[scheme]
+    derived: dict[str, str] = {}
+    prefix = ""
+    if bucket_key is None:
+        if scheme == "file" and parts.netloc not in ("", "localhost"):
+            raise ConfigError(f"option {name}: file URIs name a local path (file:///path), got "
+                              f"host {parts.netloc!r}", option=name)
+        derived["remote.storage.fsspec.url"] = uri.strip().rstrip("/")
+    else:
+        container = parts.netloc
+        if scheme in ("abfs", "abfss"):
+            container, at, host = container.partition("@")
+            account = host.split(".", 1)[0] if at else ""
+            if not account:
+                raise ConfigError(f"option {name}: abfs URIs look like "
+                                  f"abfs://container@account.dfs.core.windows.net/prefix", option=name)
+            derived["remote.storage.azure.account.name"] = account
+        if not container:
+            raise ConfigError(f"option {name} names no bucket or container: {uri!r}", option=name)
+        derived[bucket_key] = container
+        path = parts.path.strip("/")
+        prefix = f"{path}/" if path else ""
+    given = dict(backend)
+    for key, value in derived.items():
+        if key in given and str(given[key]) != value:
+            raise ConfigError(f"options {name} and {key} disagree ({value!r} from the URI, "
+                              f"{given[key]!r} given); give one of them", option=key)
+        if key not in given:
+            backend.append((key, value))
+    checks = (("remote.storage.fetcher", "fetcher", fetcher), ("remote.storage.prefix", "prefix", prefix))
+    for key, attr, value in checks:
+        if attr in kw and kw[attr] != value and (attr != "prefix" or prefix):
+            raise ConfigError(f"options {name} and {key} disagree ({value!r} from the URI, "
+                              f"{kw[attr]!r} given); give one of them", option=key)
+        kw.setdefault(attr, value)

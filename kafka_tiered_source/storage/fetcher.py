@@ -56,6 +56,11 @@ class RemoteConnectionError(RemoteStorageError):
     retriable = True
 
 
+class ListingNotSupported(RemoteStorageError):
+    """The fetcher cannot list objects (a presigned URL names one object), so segments cannot
+    be discovered without a broker."""
+
+
 # Error classes a retry may cure.  Timeouts are deliberately absent: a slow store is better
 # left to the broker fallback than waited on again.
 RETRIABLE = (RemoteThrottled, RemoteServerError, RemoteConnectionError)
@@ -155,6 +160,15 @@ class RemoteStorageFetcher(abc.ABC):
     def fetch_index(self, segment, index: str) -> bytes | None:
         """A segment index (``offset``, ``timestamp``, ``producer_snapshot``, ``leader_epoch``,
         ``transaction``); None when the segment has none of that kind."""
+
+    def list_objects(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """``(key, size)`` of every object whose key starts with ``prefix`` (keys in the same
+        space as the layout's, i.e. relative to the bucket / container / root URL), in no
+        particular order.  Used by offline planning; a fetcher that cannot list raises
+        :class:`ListingNotSupported`."""
+        raise ListingNotSupported(f"fetcher {type(self).__name__} cannot list objects, so it cannot "
+                                  "discover segments without kafka.bootstrap.servers",
+                                  backend=self.backend)
 
     def close(self) -> None:
         with self._lock:

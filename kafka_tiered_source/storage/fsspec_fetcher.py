@@ -52,5 +52,30 @@ class FsspecFetcher(ObjectStoreFetcher):
             raise RemoteStorageError(f"read failed: {type(exc).__name__}", location=location,
                                      backend=self.backend) from None
 
+    def list_objects(self, prefix: str = ""):
+        """``find`` under the deepest directory of ``prefix``, filtered by the full prefix (a key
+        prefix need not end at a directory)."""
+        fs = self._filesystem()
+        base = f"{self._root}/" if self._root else ""
+        directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        top = (base + directory).rstrip("/") or self._root or "/"
+        try:
+            found = fs.find(top, detail=True)
+        except FileNotFoundError:
+            return
+        except PermissionError:
+            raise RemoteAccessDenied("access denied while listing", location=self._location(prefix),
+                                     backend=self.backend) from None
+        except OSError as exc:
+            raise RemoteStorageError(f"listing failed: {type(exc).__name__}",
+                                     location=self._location(prefix), backend=self.backend) from None
+        strip = len(base)
+        for path, info in found.items():
+            if not path.startswith(base):
+                continue
+            key = path[strip:]
+            if key.startswith(prefix) and info.get("type", "file") == "file":
+                yield key, int(info.get("size") or 0)
+
     def __repr__(self) -> str:
         return f"FsspecFetcher(url={redact_url(self._url)!r}, layout={self.config.layout!r})"

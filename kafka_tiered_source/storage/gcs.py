@@ -100,6 +100,25 @@ class GCSFetcher(ObjectStoreFetcher):
             return b""
         raise mapped
 
+    def list_objects(self, prefix: str = ""):
+        """gcsfs ``find`` with a server-side key prefix."""
+        fs = self._filesystem()
+        location = self._location(prefix)
+        base = f"{self._bucket}/"
+        directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        try:
+            found = fs.find(base + directory, prefix=prefix[len(directory) + 1 if directory else 0:],
+                            detail=True)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            raise RemoteConnectionError(f"listing failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+        for path, info in found.items():
+            key = path[len(base):] if path.startswith(base) else path
+            if key.startswith(prefix) and info.get("type", "file") == "file":
+                yield key, int(info.get("size") or 0)
+
     def __repr__(self) -> str:
         c = self.config
         return (f"GCSFetcher(bucket={self._bucket!r}, endpoint={c.option('remote.storage.gcs.endpoint')!r}, "

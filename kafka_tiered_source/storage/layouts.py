@@ -19,6 +19,7 @@ reading, including the Aiven manifest, because only it knows the backend.
 """
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass
 
@@ -113,3 +114,74 @@ class TemplateLayout:
                 f"the template layout has no {{suffix}} field, so the {index} index cannot be located",
                 location=self.log_key(segment))
         return self._render(segment, LOCAL_TIERED_SUFFIXES[index])
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys back into segments (offline planning lists the store and inverts the key functions).
+# Topic ids and segment ids are Kafka Uuid strings: always 22 URL-safe base64 characters, which
+# may themselves contain "-" — so they are cut by width, never by splitting on "-".
+# ---------------------------------------------------------------------------------------------
+_UUID = r"[A-Za-z0-9_-]{22}"
+_AIVEN_KEY = re.compile(rf"^(?P<topic>.+)-(?P<topic_id>{_UUID})/(?P<partition>0|[1-9][0-9]*)/"
+                        rf"(?P<base>[0-9]{{20}})-(?P<segment_id>{_UUID})\.(?P<suffix>[a-z-]+)$")
+_LOCAL_KEY = re.compile(rf"^(?P<topic>.+)-(?P<partition>0|[1-9][0-9]*)-(?P<topic_id>{_UUID})/"
+                        rf"(?P<base>[0-9]+)-(?P<segment_id>{_UUID})\.(?P<suffix>[a-z_]+)$")
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    """What an object key says about its segment: the inverse of the layouts' key functions."""
+    topic: str
+    topic_id: str
+    partition: int
+    base_offset: int
+    segment_id: str
+    suffix: str
+
+
+def _valid_ids(*ids: str) -> bool:
+    from ..ids import uuid_from_str
+    try:
+        for i in ids:
+            uuid_from_str(i)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_aiven_key(key: str, prefix: str = "") -> ParsedKey | None:
+    """The segment named by an Aiven key ``{prefix}{topic}-{topicId}/{partition}/{%020d
+    base}-{segmentId}.{log|indexes|rsm-manifest}``; None for a key of any other shape (or
+    outside ``prefix``).  Inverse of :func:`.aiven.object_key`."""
+    if prefix and not key.startswith(prefix):
+        return None
+    m = _AIVEN_KEY.match(key[len(prefix):])
+    if m is None or m["suffix"] not in aiven.SUFFIXES or not _valid_ids(m["topic_id"], m["segment_id"]):
+        return None
+    return ParsedKey(m["topic"], m["topic_id"], int(m["partition"]), int(m["base"]),
+                     m["segment_id"], m["suffix"])
+
+
+def parse_local_tiered_key(key: str, root: str = "", *, padded_offsets: bool = True) -> ParsedKey | None:
+    """The segment named by a LocalTieredStorage key ``{root}/{topic}-{partition}-{topicId}/
+    {startOffset}-{segmentId}.{suffix}``; None for any other shape.  Inverse of
+    :func:`local_tiered_key`."""
+    head = f"{root.rstrip('/')}/" if root else ""
+    if head and not key.startswith(head):
+        return None
+    m = _LOCAL_KEY.match(key[len(head):])
+    if m is None or m["suffix"] not in LOCAL_TIERED_SUFFIXES.values() \
+            or not _valid_ids(m["topic_id"], m["segment_id"]):
+        return None
+    base = m["base"]
+    if padded_offsets and len(base) != 20 or not padded_offsets and base != str(int(base)):
+        return None
+    return ParsedKey(m["topic"], m["topic_id"], int(m["partition"]), int(base), m["segment_id"],
+                     m["suffix"])
+
+
+def listing_prefix(layout: str, prefix: str) -> str:
+    """The key prefix under which every object of ``layout`` lives (what to list)."""
+    if layout == "kafka-local-tiered":
+        return f"{prefix.rstrip('/')}/" if prefix else ""
+    return prefix

@@ -36,6 +36,13 @@ class PresignedFetcher(ObjectStoreFetcher):
         raise RemoteStorageError("the presigned fetcher reads log data only; indexes come from the broker",
                                  location=redact_url(segment.presigned_url), backend=self.backend)
 
+    def list_objects(self, prefix: str = ""):
+        from .fetcher import ListingNotSupported
+        raise ListingNotSupported(
+            "the presigned fetcher reads one object per URL the broker hands out and cannot list "
+            "a bucket; without kafka.bootstrap.servers use the s3, gcs, azure or fsspec fetcher",
+            backend=self.backend)
+
     def _location(self, key: str) -> str:
         return redact_url(key)
 

@@ -80,6 +80,27 @@ class S3Fetcher(ObjectStoreFetcher):
             raise RemoteConnectionError(f"connection failed: {type(exc).__name__}", location=location,
                                         backend=self.backend) from None
 
+    def list_objects(self, prefix: str = ""):
+        """ListObjectsV2, page by page (1,000 keys per request)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+        location = self._location(prefix)
+        try:
+            pages = self._client().get_paginator("list_objects_v2").paginate(Bucket=self._bucket,
+                                                                              Prefix=prefix)
+            for page in pages:
+                for obj in page.get("Contents", ()):
+                    yield obj["Key"], int(obj["Size"])
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            raise (classify_status(status, err.get("Code"), str(err.get("Message") or ""),
+                                   location=location, backend=self.backend)
+                   or RemoteConnectionError(f"listing failed ({status})", location=location,
+                                            backend=self.backend)) from None
+        except BotoCoreError as exc:
+            raise RemoteConnectionError(f"listing failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+
     def __repr__(self) -> str:
         c = self.config
         return (f"S3Fetcher(bucket={self._bucket!r}, endpoint={c.option('remote.storage.s3.endpoint')!r}, "

@@ -295,7 +295,7 @@ class BrokerStorage:
                      log_append_time: bool = False) -> TopicInfo:
         if not name or len(name) > 249 or any(not (c.isalnum() or c in "._-") for c in name) \
                 or name in (".", ".."):
-            raise StorageError("INVALID_TOPIC_EXCEPTION", f"invalid topic name {name!r}")
+            raise StorageError("INVALID_TOPIC", f"invalid topic name {name!r}")
         if partitions < 1:
             raise StorageError("INVALID_PARTITIONS", f"topic {name!r}: partitions must be >= 1, got {partitions}")
         with self._lock:

@@ -1,0 +1,288 @@
+"""Cost attribution end to end: a real local[2] Spark read of real Kafka segments tiered to a
+moto S3 server, with GETs and bytes counted on the *server* side by a counting proxy in front
+of moto — the reader's accumulated totals, its JSON lines, the estimate made before reading and
+the budget refusal are all checked against what the server actually served."""
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import threading
+import time
+
+import pytest
+
+from broker_fixtures import fixture_segments
+from spark_session import spark  # noqa: F401  (fixture)
+from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3, free_port, wait_port
+
+import kafka_tiered_source
+from kafka_tiered_source.testing import EmbeddedCluster
+
+pytestmark = [pytest.mark.spark, pytest.mark.decoder]
+
+PARTITIONS = [("orders", 1), ("payments", 0)]
+
+
+class CountingProxy:
+    """A reverse proxy in front of an object store that records every request it forwards:
+    (method, path, status, payload bytes sent, start, end).  ``fail(match, n)`` answers the
+    next ``n`` GETs whose path contains ``match`` with an S3 503 SlowDown instead."""
+
+    SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                 b'<Message>Please reduce your request rate.</Message></Error>')
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.log: list[tuple] = []
+        self.failures: list[list] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _handle(self):
+                t0 = time.monotonic()
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                path = self.path.split("?", 1)[0]
+                fail = False
+                with proxy.lock:
+                    for rule in proxy.failures:
+                        if self.command == "GET" and rule[0] in path and rule[1] > 0:
+                            rule[1] -= 1
+                            fail = True
+                            break
+                if fail:
+                    status, data, headers = 503, self.SLOW_DOWN, [("Content-Type", "application/xml")]
+                else:
+                    conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
+                    try:
+                        fwd = {k: v for k, v in self.headers.items()
+                               if k.lower() not in ("connection", "keep-alive")}
+                        conn.request(self.command, self.path, body=body or None, headers=fwd)
+                        resp = conn.getresponse()
+                        status, data = resp.status, resp.read()
+                        headers = [(k, v) for k, v in resp.getheaders()
+                                   if k.lower() not in ("connection", "keep-alive", "transfer-encoding",
+                                                        "content-length")]
+                    finally:
+                        conn.close()
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                with proxy.lock:
+                    proxy.log.append((self.command, path, status, len(data), t0, time.monotonic()))
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
+
+        self.port = free_port()
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        self.thread.start()
+        wait_port(self.port)
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def reset(self):
+        with self.lock:
+            self.log.clear()
+            self.failures.clear()
+
+    def fail(self, match: str, times: int):
+        with self.lock:
+            self.failures.append([match, times])
+
+    def gets(self, match: str = "") -> list[tuple]:
+        with self.lock:
+            return [e for e in self.log if e[0] == "GET" and match in e[1]]
+
+    def served_bytes(self, match: str = "") -> int:
+        """Object bytes of successful GETs (error bodies are not object data)."""
+        return sum(e[3] for e in self.gets(match) if 200 <= e[2] < 300)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    moto = MotoS3().start()
+    moto.client().create_bucket(Bucket="cost")
+    proxy = CountingProxy(moto.port).start()
+    base = tmp_path_factory.mktemp("cost-s3")
+    # The broker tiers straight to moto; only the readers go through the counting proxy.
+    c = EmbeddedCluster(str(base / "data"), remote_storage="s3://cost/kt", s3_endpoint_url=moto.endpoint,
+                        s3_region="us-east-1", s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET)
+    try:
+        c.start()
+        for t, p in PARTITIONS:
+            c.import_log_dir(t, p, fixture_segments(t, p))
+        assert c.tier()
+        c.moto, c.proxy = moto, proxy
+        yield c
+    finally:
+        c.stop()
+        proxy.stop()
+        moto.stop()
+
+
+def assign_options(c, **extra) -> dict:
+    """Read exactly the imported partitions (orders has only partition 1 in this cluster)."""
+    return {"kafka.bootstrap.servers": c.bootstrap_servers,
+            "assign": json.dumps({t: [p] for t, p in PARTITIONS}), "kafka.isolation.level": "read_committed",
+            "remote.storage.fetcher": "s3", "remote.storage.s3.bucket": "cost",
+            "remote.storage.prefix": "kt/", "remote.storage.s3.endpoint": c.proxy.endpoint,
+            "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": S3_KEY_ID,
+            "remote.storage.s3.secret.access.key": S3_SECRET, **extra}
+
+
+def load(spark, opts):
+    reader = spark.read.format("kafka-tiered")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+@pytest.fixture(scope="module")
+def sp(spark):
+    kafka_tiered_source.register(spark)
+    return spark
+
+
+def _expected_rows() -> int:
+    from broker_fixtures import fixture_expected
+    return sum(len(fixture_expected(t, p, True)) for t, p in PARTITIONS)
+
+
+def test_read_totals_equal_what_the_server_served(sp, s3, tmp_path):
+    jsonl = tmp_path / "tasks.jsonl"
+    opts = assign_options(s3, **{"client.id": "backfill-cost", "cost.egress": "internet",
+                                 "metrics.jsonl.path": str(jsonl)})
+    s3.proxy.reset()
+    est = kafka_tiered_source.estimate(sp, opts)
+    assert s3.proxy.gets() == [], "estimating must not read from storage"
+
+    rows = load(sp, opts).count()
+    assert rows == _expected_rows()
+    stats = kafka_tiered_source.last_read_stats(sp)
+    total = stats.total()
+
+    # every GET the server saw (failed or not) is a request; bytes are the object bytes served
+    served = s3.proxy.gets()
+    assert total.remote_requests == len(served) > 0
+    assert total.remote_bytes == s3.proxy.served_bytes()
+    assert total.remote_failed == 0
+    assert total.remote_latency.count == total.remote_requests
+    assert total.records == rows
+    # per tag: the client id given, each topic-partition read, the s3 backend
+    assert {tags for tags in stats.by_tags} == {("backfill-cost", t, p, "s3") for t, p in PARTITIONS}
+    for t, p in PARTITIONS:
+        prefix = f"/cost/kt/{t}-"
+        s = stats.total(topic=t, partition=p)
+        assert s.remote_requests == len(s3.proxy.gets(prefix)) > 0
+        assert s.remote_bytes == s3.proxy.served_bytes(prefix)
+
+    # the estimate, made before reading, counted the same GETs and .log bytes
+    assert est.log_gets == len(s3.proxy.gets(".log"))
+    assert est.manifest_gets == len(s3.proxy.gets(".rsm-manifest"))
+    assert est.gets == len(served)
+    assert est.bytes == s3.proxy.served_bytes(".log")
+    assert est.partitions == stats.tasks
+
+    # cost: GETs × $0.0004/1000 + GiB × $0.09 (aws-s3-standard, internet egress)
+    report = kafka_tiered_source.cost_report(stats)
+    by_topic = {r.topic: r for r in report.rows}
+    assert set(by_topic) == {"orders", "payments"}
+    for t, p in PARTITIONS:
+        r = by_topic[t]
+        n, b = len(s3.proxy.gets(f"/cost/kt/{t}-")), s3.proxy.served_bytes(f"/cost/kt/{t}-")
+        assert r.client_id == "backfill-cost"
+        assert r.remote_requests == n and r.remote_bytes == b
+        assert r.dollars == pytest.approx(n * 0.0004 / 1000 + b / 2**30 * 0.09)
+        assert r.bytes_per_get == pytest.approx(b / n)
+        assert r.error_rate == 0.0
+        # what brokers would have sent: the record batches of the offsets read, i.e. whole
+        # segments here (the .log objects, byte for byte)
+        log_bytes = sum(e[3] for e in s3.proxy.gets(f"/cost/kt/{t}-") if e[1].endswith(".log"))
+        assert r.broker_equivalent_bytes == log_bytes
+        assert r.broker_path_dollars == pytest.approx(log_bytes / 2**30 * 0.02)
+    text = str(report)
+    assert "backfill-cost" in text and "orders" in text
+
+    # one JSON line per task, adding up to the same totals
+    from kafka_tiered_source.metrics.task import read_jsonl
+    lines = read_jsonl(str(jsonl))
+    assert len(lines) == stats.tasks
+    assert sum(x.total().remote_requests for x in lines) == total.remote_requests
+    assert sum(x.total().remote_bytes for x in lines) == total.remote_bytes
+    assert {x.read_id for x in lines} == {stats.read_id}
+
+
+def test_default_client_id_is_the_spark_application_name(sp, s3):
+    load(sp, assign_options(s3)).count()
+    stats = kafka_tiered_source.last_read_stats(sp)
+    assert {tags[0] for tags in stats.by_tags} == {sp.sparkContext.appName}
+
+
+def test_failed_gets_count_as_requests_not_bytes(sp, s3):
+    s3.proxy.reset()
+    s3.proxy.fail(".log", 2)     # two 503 SlowDown answers, then the store recovers
+    opts = assign_options(s3, **{"client.id": "flaky", "fetch.remote.retry.backoff.ms": "20"})
+    assert load(sp, opts).count() == _expected_rows()
+    stats = kafka_tiered_source.last_read_stats(sp)
+    total = stats.total()
+    served = s3.proxy.gets()
+    failed = [e for e in served if e[2] == 503]
+    assert len(failed) == 2
+    assert total.remote_requests == len(served)
+    assert total.remote_errors == {"RemoteThrottled": 2}
+    assert total.remote_bytes == s3.proxy.served_bytes()
+    assert total.storage_throttled_s > 0
+    report = kafka_tiered_source.cost_report(stats)
+    assert sum(r.remote_failed for r in report.rows) == 2
+    assert sum(r.remote_requests for r in report.rows) == len(served)
+
+
+def test_a_read_over_budget_is_refused_before_any_get(sp, s3):
+    opts = assign_options(s3, **{"cost.budget.usd": "0.000001"})
+    est = kafka_tiered_source.estimate(sp, opts)
+    assert est.dollars > 0.000001      # 0.0004/1000 per GET: a few GETs are over it
+    s3.proxy.reset()
+    df = load(sp, opts)
+    with pytest.raises(Exception) as info:
+        df.count()
+    msg = str(info.value)
+    assert "cost.budget.usd" in msg and "BudgetExceededError" in msg
+    assert f"{est.gets:,} GETs" in msg
+    assert s3.proxy.log == [], "nothing may be read from storage"
+
+
+def test_budget_and_cost_options_are_checked_at_load(sp, s3):
+    from kafka_tiered_source.errors import ConfigError
+    from kafka_tiered_source.spark.options import ReadOptions
+    for bad, option in (({"cost.budget.usd": "cheap"}, "cost.budget.usd"),
+                        ({"cost.preset": "aws-glacier"}, "cost.preset"),
+                        ({"cost.egress": "moon"}, "cost.egress"),
+                        ({"quota.remote.bytes.per.second": "0"}, "quota.remote.bytes.per.second")):
+        with pytest.raises(ConfigError) as info:
+            ReadOptions.parse(assign_options(s3, **bad))
+        assert info.value.option == option
+    with pytest.raises(Exception) as info:
+        load(sp, assign_options(s3, **{"cost.egress": "moon"}))
+    assert "cost.egress" in str(info.value)
