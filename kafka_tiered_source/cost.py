@@ -9,16 +9,14 @@ Presets (public list prices, USD, as published on the providers' pricing pages; 
 2025, written down on 2026-11-21 without web access from this environment — check them against
 the live pages before quoting a bill, and override any rate with the options below):
 
-================  =====================  ==========  =========  ============  =========  ==========
-preset            GET-class request      same-region  inter-az   inter-region  internet   broker
-                  (per 1,000)            ($/GB)       ($/GB)     ($/GB)        ($/GB)     inter-AZ
-================  =====================  ==========  =========  ============  =========  ==========
-aws-s3-standard   0.0004 (GET, us-east-1) 0.00        0.00 [1]   0.02          0.09 [2]   0.02 [3]
-gcs-standard      0.0004 (Class B:        0.00        0.00 [4]   0.02 [5]      0.12 [6]   0.01 [7]
-                  $0.004 per 10,000)
-azure-hot         0.0004 (Hot read:       0.00        0.00 [8]   0.02 [5]      0.087 [9]  0.00 [8]
-                  $0.004 per 10,000)
-================  =====================  ==========  =========  ============  =========  ==========
+* ``aws-s3-standard`` (us-east-1): GET $0.0004 per 1,000 requests; egress same-region $0.00,
+  inter-az $0.00 [1], inter-region $0.02/GB, internet $0.09/GB [2]; broker path $0.02/GB [3].
+* ``gcs-standard`` (regional bucket): Class B operations $0.004 per 10,000 (= $0.0004 per
+  1,000); egress same-region $0.00, inter-az $0.00 [4], inter-region $0.02/GB [5], internet
+  $0.12/GB [6]; broker path $0.01/GB [7].
+* ``azure-hot`` (Hot tier, LRS): read operations $0.004 per 10,000 (= $0.0004 per 1,000); egress
+  same-region $0.00, inter-az $0.00 [8], inter-region $0.02/GB [5], internet $0.087/GB [9];
+  broker path $0.00/GB [8].
 
 Sources: https://aws.amazon.com/s3/pricing/ (requests & data transfer tabs),
 https://aws.amazon.com/ec2/pricing/on-demand/ (data transfer within a region),
@@ -35,7 +33,7 @@ America.  [6] premium tier, 0–1 TB/month, worldwide destinations except China 
 availability zones of a region.  [9] Microsoft-network routing, 10 TB/month tier after the free
 100 GB.
 
-"broker inter-AZ" prices the alternative: a broker-mediated read moves the record bytes from a
+The "broker path" rate prices the alternative: a broker-mediated read moves the record bytes from a
 broker to the consumer, and in a multi-AZ cluster most consumers sit in another zone than the
 partition leader.  :func:`cost_report` shows what that path would have cost next to the
 direct read.

@@ -15,8 +15,10 @@ Options (all per second, unset = unlimited):
   whole read, split evenly over the tasks planned (a task gets ``job rate / tasks``).  When
   both a per-reader and a job limit are set, the lower one applies.
 
-Buckets start empty and hold at most one second of tokens: a reader earns burst credit only
-while it is not fetching (decoding), never up front, so a measured rate never exceeds the limit.
+Buckets start empty at the first GET and hold at most one second of tokens: a reader earns
+burst credit only while it is not fetching (decoding), never up front.  With a byte quota the
+reader's fetcher fetches the parts of a range one at a time (``fetch.remote.concurrency`` is
+not used): parallel parts would all be in flight before the first is charged.
 """
 from __future__ import annotations
 
@@ -42,14 +44,15 @@ class TokenBucket:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._tokens = 0.0
-        self._at = clock()
+        self._at = None     # the bucket starts filling at its first charge, not when built
 
     def charge(self, amount: float) -> float:
         if amount <= 0:
             return 0.0
         with self._lock:
             now = self._clock()
-            self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+            if self._at is not None:
+                self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
             self._at = now
             self._tokens -= amount
             wait = -self._tokens / self.rate if self._tokens < 0 else 0.0

@@ -53,7 +53,13 @@ class TaskReader:
     def fetcher(self):
         if self._fetcher is None:
             from .storage.registry import create_fetcher
-            self._fetcher = create_fetcher(self.options.storage, observer=self.metrics)
+            config = self.options.storage
+            quota = getattr(self.metrics, "quota", None)
+            if quota is not None and quota.bytes_per_second:
+                # The quota is charged after each GET; parts fetched in parallel would all be
+                # in flight before the first is charged.  One at a time, each GET waits its turn.
+                config = config.replace(concurrency=1)
+            self._fetcher = create_fetcher(config, observer=self.metrics)
         return self._fetcher
 
     @property

@@ -58,7 +58,7 @@ class CountingProxy:
                             fail = True
                             break
                 if fail:
-                    status, data, headers = 503, self.SLOW_DOWN, [("Content-Type", "application/xml")]
+                    status, data, headers = 503, proxy.SLOW_DOWN, [("Content-Type", "application/xml")]
                 else:
                     conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
                     try:
@@ -127,8 +127,10 @@ def s3(tmp_path_factory):
     proxy = CountingProxy(moto.port).start()
     base = tmp_path_factory.mktemp("cost-s3")
     # The broker tiers straight to moto; only the readers go through the counting proxy.
+    # It subscribes to every client metric (KIP-714), so Spark's tasks push theirs to it.
     c = EmbeddedCluster(str(base / "data"), remote_storage="s3://cost/kt", s3_endpoint_url=moto.endpoint,
-                        s3_region="us-east-1", s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET)
+                        s3_region="us-east-1", s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET,
+                        telemetry_metrics=("",))
     try:
         c.start()
         for t, p in PARTITIONS:
@@ -217,11 +219,12 @@ def test_read_totals_equal_what_the_server_served(sp, s3, tmp_path):
         assert r.dollars == pytest.approx(n * 0.0004 / 1000 + b / 2**30 * 0.09)
         assert r.bytes_per_get == pytest.approx(b / n)
         assert r.error_rate == 0.0
-        # what brokers would have sent: the record batches of the offsets read, i.e. whole
-        # segments here (the .log objects, byte for byte)
+        # what brokers would have sent: the record batches of the offsets read — whole tiered
+        # segments here (the .log objects, byte for byte) plus what the untiered tail already
+        # took through the brokers
         log_bytes = sum(e[3] for e in s3.proxy.gets(f"/cost/kt/{t}-") if e[1].endswith(".log"))
-        assert r.broker_equivalent_bytes == log_bytes
-        assert r.broker_path_dollars == pytest.approx(log_bytes / 2**30 * 0.02)
+        assert r.broker_equivalent_bytes == log_bytes + r.broker_bytes
+        assert r.broker_path_dollars == pytest.approx((log_bytes + r.broker_bytes) / 2**30 * 0.02)
     text = str(report)
     assert "backfill-cost" in text and "orders" in text
 
@@ -232,6 +235,17 @@ def test_read_totals_equal_what_the_server_served(sp, s3, tmp_path):
     assert sum(x.total().remote_requests for x in lines) == total.remote_requests
     assert sum(x.total().remote_bytes for x in lines) == total.remote_bytes
     assert {x.read_id for x in lines} == {stats.read_id}
+
+    # each task pushed its metrics to the broker at its end (KIP-714, OTLP protobuf)
+    from kafka_tiered_source.telemetry import decode_otlp
+    pushes = s3.telemetry("backfill-cost")
+    assert len(pushes) == stats.tasks
+    points = [pt for p in pushes for pt in decode_otlp(p.metrics)]
+    pushed = sum(pt["value"] for pt in points if pt["name"] == "kafka.tiered.reader.remote.requests")
+    assert pushed == total.remote_requests
+    assert sum(pt["value"] for pt in points if pt["name"] == "kafka.tiered.reader.remote.bytes") == \
+        total.remote_bytes
+    assert {pt["resource"].get("spark.app.id") for pt in points} == {sp.sparkContext.applicationId}
 
 
 def test_default_client_id_is_the_spark_application_name(sp, s3):
@@ -286,3 +300,35 @@ def test_budget_and_cost_options_are_checked_at_load(sp, s3):
     with pytest.raises(Exception) as info:
         load(sp, assign_options(s3, **{"cost.egress": "moon"}))
     assert "cost.egress" in str(info.value)
+
+
+def test_estimate_counts_part_gets_of_split_ranges(s3):
+    """Segments split over several tasks (minPartitions) and ranges cut into several GETs
+    (a small fetch.remote.part.size.bytes): the plan's estimate against the server's count."""
+    from kafka_tiered_source.cost import estimate_plan
+    from kafka_tiered_source.planning.partitions import RemoteRange
+    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.task_reader import TaskReader
+    opts = ReadOptions.parse(assign_options(s3, **{"minPartitions": "5", "telemetry.push.enabled": "false",
+                                                   "fetch.remote.part.size.bytes": "40000"}))
+    plan = plan_read(opts)        # reads offset indexes to split: not counted below
+    est = estimate_plan(plan, opts)
+    ranges = len(plan.remote_ranges)
+    assert len(plan.tasks) >= 5 and est.log_gets > ranges     # several GETs per range
+    s3.proxy.reset()
+    rows = 0
+    for task in plan.tasks:
+        reader = TaskReader(opts, tasks_planned=len(plan.tasks))
+        try:
+            rows += sum(b.num_rows for b in reader.read(task))
+            assert reader.metrics.total().fallbacks == 0
+        finally:
+            reader.close()
+    assert rows == _expected_rows()
+    log_gets = s3.proxy.gets(".log")
+    assert abs(len(log_gets) - est.log_gets) <= ranges
+    assert len(log_gets) == est.log_gets             # exactly, in fact
+    assert sum(e[3] for e in log_gets) == est.bytes
+    assert len(s3.proxy.gets(".rsm-manifest")) == est.manifest_gets
+    assert est.remote_ranges == ranges and all(isinstance(r, RemoteRange) for r in plan.remote_ranges)

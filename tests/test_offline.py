@@ -19,6 +19,7 @@ import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments
 from spark_helpers import arrow_rows, collect_rows, expected_rows, first_difference, load
+from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
 
 from kafka_tiered_source.errors import ConfigError, DataLossError
@@ -366,6 +367,9 @@ def test_uri_conflicts_and_agreement():
         FetcherConfig.from_options({"remote.storage.uri": "ftp://a/p"})
     with pytest.raises(ConfigError, match="query"):
         FetcherConfig.from_options({"remote.storage.uri": "s3://a/p?X-Amz-Signature=abc"})
+    with pytest.raises(ConfigError, match="credentials") as err:
+        FetcherConfig.from_options({"remote.storage.uri": "s3://AKIASECRETKEY@a/p"})
+    assert "AKIASECRETKEY" not in str(err.value)
     # the same values given twice agree; a non-directory prefix goes next to a bare URI
     c = FetcherConfig.from_options({"remote.storage.uri": "s3://a/p", "remote.storage.s3.bucket": "a",
                                     "remote.storage.prefix": "p/", "remote.storage.fetcher": "s3"})
@@ -388,9 +392,9 @@ def test_keys_parse_back_into_segments():
                 key = layouts.local_tiered_key("", topic, tid, 3, 99, sid, suffix, padded_offsets=False)
                 assert layouts.parse_local_tiered_key(key, "", padded_offsets=False).base_offset == 99
                 assert layouts.parse_local_tiered_key(key, "") is None   # not padded
-    tid, sid = uuid_to_str(random_uuid()), uuid_to_str(random_uuid())
+    tid, sid = uuid_to_str(random_uuid()), uuid_to_str(bytes(15) + b"\x01")   # ...AQ: canonical
     good = aiven.object_key("", "t", tid, 0, 1, sid, "log")
-    for bad in (good.replace(".log", ".txt"), good.replace("/0/", "/x/"), good[:-5] + "X.log",
+    for bad in (good.replace(".log", ".txt"), good.replace("/0/", "/x/"), good[:-5] + ".log", good[:-5] + "B.log",
                 "other/" + good, f"t-{tid}/0/1-{sid}.log"):
         assert layouts.parse_aiven_key(bad) is None, bad
     assert layouts.parse_aiven_key(good, "pre/") is None
@@ -415,13 +419,126 @@ def test_spark_read_offline(stores, spark):
     import kafka_tiered_source.spark as kts
     kts.register(spark)
     store_opts, tiered = stores["file-local-tiered"]
-    df = load(spark, {"includeHeaders": "true", "subscribe": "payments,orders",
+    df = load(spark, {"includeHeaders": "true", "assign": '{"payments":[0],"orders":[1]}',
                       "kafka.isolation.level": "read_committed", "minPartitions": "3", **store_opts})
+    assert df.rdd.getNumPartitions() >= 3
     rows = collect_rows(df)
-    for topic, p in (("payments", 0), ("orders", 0), ("orders", 1)):
+    assert set(rows) == {("payments", 0), ("orders", 1)}
+    for topic, p in (("payments", 0), ("orders", 1)):
         end = _readable_end("read_committed", topic, p, tiered[(topic, p)])
         want = [r for r in expected_rows(topic, p, True) if r["offset"] < end]
         assert rows[(topic, p)] == want, f"{topic}-{p}: {first_difference(rows[(topic, p)], want)}"
 
 
-from spark_session import spark  # noqa: E402,F401  (fixture)
+
+# ---------------------------------------------------------------------------------------------
+# listing on every backend that can list (real servers: moto, gcp-storage-emulator, Azurite)
+# ---------------------------------------------------------------------------------------------
+_LISTED = {"p/a/x.log": b"abc", "p/ab.log": b"abcdef", "q/z": b"z", "p/a/deeper/y.indexes": b"12"}
+
+
+@pytest.mark.parametrize("backend", ["s3", "gcs", "azure", "file", "memory"])
+def test_list_objects_on_every_backend(backend, tmp_path):
+    from storage_servers import (Azurite, AzureBackend, FileBackend, GcsBackend, GcsEmulator,
+                                 MemoryBackend, S3Backend, unique)
+    server = None
+    try:
+        if backend == "s3":
+            server = MotoS3().start()
+            b = S3Backend(server, None, "listing")
+        elif backend == "gcs":
+            server = GcsEmulator().start()
+            b = GcsBackend(server, None, "listing")
+        elif backend == "azure":
+            server = Azurite().start()
+            b = AzureBackend(server, None, "listing")
+        elif backend == "file":
+            b = FileBackend(str(tmp_path))
+        else:
+            b = MemoryBackend(unique("/listing-"))
+        for key, data in _LISTED.items():
+            b.put(key, data)
+        fetcher = create_fetcher(b.options())
+        try:
+            sizes = {k: len(v) for k, v in _LISTED.items()}
+            assert sorted(fetcher.list_objects("")) == sorted(sizes.items())
+            assert sorted(fetcher.list_objects("p/a")) == sorted(
+                (k, n) for k, n in sizes.items() if k.startswith("p/a"))
+            assert sorted(fetcher.list_objects("p/a/")) == [("p/a/deeper/y.indexes", 2), ("p/a/x.log", 3)]
+            assert list(fetcher.list_objects("missing/")) == []
+        finally:
+            fetcher.close()
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def test_s3_listing_follows_pages():
+    """Several ListObjectsV2 pages (the page size lowered from S3's 1,000 so few keys do)."""
+    moto = MotoS3().start()
+    try:
+        client = moto.client()
+        client.create_bucket(Bucket="many")
+        keys = [f"t/{i:05d}" for i in range(7)]
+        for k in keys + ["u/0"]:
+            client.put_object(Bucket="many", Key=k, Body=b"x")
+        fetcher = create_fetcher({"remote.storage.uri": "s3://many", "remote.storage.s3.endpoint": moto.endpoint,
+                                  "remote.storage.s3.region": "us-east-1",
+                                  "remote.storage.s3.access.key.id": S3_KEY_ID,
+                                  "remote.storage.s3.secret.access.key": S3_SECRET})
+        fetcher.list_page_size = 2
+        pages = []
+        fetcher._client().meta.events.register(
+            "after-call.s3.ListObjectsV2", lambda parsed, **kw: pages.append(parsed.get("KeyCount")))
+        assert sorted(k for k, _ in fetcher.list_objects("t/")) == keys
+        assert pages == [2, 2, 2, 1]
+    finally:
+        moto.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# the producer snapshot of the last tiered segment decides read_committed's end when present
+# ---------------------------------------------------------------------------------------------
+def _snapshot(entries) -> bytes:
+    """Kafka's producer state snapshot v1: version, CRC-32C of the rest, int32-counted entries of
+    (producerId, epoch, lastSequence, lastOffset, offsetDelta, timestamp, coordinatorEpoch,
+    currentTxnFirstOffset)."""
+    import crc32c
+    body = struct.pack(">i", len(entries)) + b"".join(
+        struct.pack(">qhiqiqiq", pid, 0, 10, 1700, 0, 1_700_000_000_000, 0, first) for pid, first in entries)
+    return struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+
+
+def test_producer_snapshot_gives_the_open_transactions(stores, tmp_path, caplog):
+    root = _copy_store(stores, "file-local-tiered", tmp_path)
+    _, tiered = stores["file-local-tiered"]
+    tiered_end = tiered[("payments", 0)][-1][1] + 1
+    part_dir = os.path.join(root, next(d for d in os.listdir(root) if d.startswith("payments-0-")))
+    last = sorted(f for f in os.listdir(part_dir) if f.endswith(".snapshot"))[-1]
+    assert os.path.getsize(os.path.join(part_dir, last)) == 0   # the embedded broker writes none
+    opts = {"remote.storage.uri": f"file://{root}", "remote.storage.layout": "kafka-local-tiered"}
+    options = _options(opts, subscribe="payments", **{"kafka.isolation.level": "read_committed"})
+    stable = _open_txn_start("payments", 0, tiered_end)
+
+    # Snapshot with no transaction ongoing: believed (no header walk), read up to the tiered end.
+    with open(os.path.join(part_dir, last), "wb") as f:
+        f.write(_snapshot([(1000, -1), (1001, -1)]))
+    assert plan_offline(options).partitions[0].latest == tiered_end
+
+    # Snapshot naming ongoing transactions: the earliest one's first offset is the end.
+    with open(os.path.join(part_dir, last), "wb") as f:
+        f.write(_snapshot([(1000, -1), (1002, stable + 3), (1001, stable)]))
+    plan = plan_offline(options)
+    assert plan.partitions[0].latest == stable
+    got = _read(options, plan)
+    want = [r for r in expected_rows("payments", 0, True) if r["offset"] < stable]
+    assert got[("payments", 0)] == want
+
+    # A corrupt snapshot is not trusted: warned about, and the header walk decides.
+    data = bytearray(_snapshot([(1001, 5)]))
+    data[-1] ^= 0xFF
+    with open(os.path.join(part_dir, last), "wb") as f:
+        f.write(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.planning.offline"):
+        assert plan_offline(options).partitions[0].latest == stable
+    assert any("CRC-32C mismatch" in r.getMessage() for r in caplog.records)

@@ -97,6 +97,9 @@ def standalone(tmp_path_factory):
                                   ["--host", "127.0.0.1", "--port", str(master_port),
                                    "--webui-port", str(master_ui)], env, str(base / "master.log")))
         wait_port(master_port, 60, procs[0])
+        # the web UI (its /json/ state) binds after the RPC port; wait for it before picking the
+        # workers' UI ports, so a free-port pick cannot land on it
+        wait_port(master_ui, 60, procs[0])
         url = f"spark://127.0.0.1:{master_port}"
         for i in range(2):
             procs.append(_spark_class("org.apache.spark.deploy.worker.Worker",
@@ -106,8 +109,11 @@ def standalone(tmp_path_factory):
                                       env, str(base / f"worker{i}.log")))
         deadline = time.monotonic() + 60
         while True:
-            wait_port(master_ui, 30, procs[0])
-            alive = [w for w in _master_state(master_ui).get("workers", []) if w.get("state") == "ALIVE"]
+            try:
+                workers = _master_state(master_ui).get("workers", [])
+            except OSError:        # the UI answers 404 until its handlers are attached
+                workers = []
+            alive = [w for w in workers if w.get("state") == "ALIVE"]
             if len(alive) == 2:
                 break
             if time.monotonic() > deadline:

@@ -21,7 +21,7 @@ from spark_helpers import (arrow_rows, b64, collect_rows, consumer_rows, expecte
 from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, FaultProxy, MotoS3, Rule
 
-import kafka_tiered_source.spark as kts
+import kafka_tiered_source as kts
 from kafka_tiered_source.spark.datasource import plan_read
 from kafka_tiered_source.spark.options import ReadOptions
 from kafka_tiered_source.task_reader import TaskReader
@@ -37,8 +37,12 @@ BROKER_REMOTE_BYTES = "remote_fetch_bytes_total"
 
 @pytest.fixture(scope="module")
 def sp(spark):
-    kts.register(spark)
+    kts.register(spark)     # the package's register: the tasks' metrics reach this driver
     return spark
+
+
+def rows_in(partitions, committed: bool) -> int:
+    return sum(len(expected_rows(t, p, committed)) for t, p in partitions)
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +90,9 @@ def test_fixture_partitions_read_directly_equal_expected(sp, cluster, iso):
     df = load(sp, base_options(cluster, iso, subscribe=ALL_TOPICS))
     got = collect_rows(df)
     assert_partitions_equal(got, FIXTURE_PARTITIONS, iso == "read_committed")
+    stats = kts.last_read_stats(sp).total()
+    assert stats.records == rows_in(FIXTURE_PARTITIONS, iso == "read_committed")
+    assert stats.remote_bytes > 0 and stats.fallbacks == 0
     # the tiered segments were read straight from storage: the broker granted locations and
     # read no remote bytes on anyone's behalf
     assert broker_counter(cluster, GRANTS) > grants
@@ -98,6 +105,8 @@ def test_broker_only_read_equals_expected(sp, cluster, iso):
     df = load(sp, base_options(cluster, iso, subscribe=ALL_TOPICS, **{"fetch.remote.enabled": "false"}))
     got = collect_rows(df)
     assert_partitions_equal(got, FIXTURE_PARTITIONS, iso == "read_committed")
+    stats = kts.last_read_stats(sp).total()
+    assert stats.remote_bytes == 0 and stats.broker_bytes > 0
     assert broker_counter(cluster, GRANTS) == grants
     assert broker_counter(cluster, BROKER_REMOTE_BYTES) > broker_remote
 
@@ -130,14 +139,14 @@ def test_storage_removed_mid_read_falls_back_to_broker(cluster, tmp_path, iso):
     reader = TaskReader(opts)
     try:
         batches = list(reader.read(first))
-        before = reader.metrics.snapshot()
+        before = reader.metrics.snapshot().total()
         assert before.fallbacks == 0 and before.remote_bytes > 0
         shutil.rmtree(copy)
         for task in rest:
             batches += list(reader.read(task))
     finally:
         reader.close()
-    stats = reader.metrics.snapshot()
+    stats = reader.metrics.snapshot().total()
     assert stats.fallbacks > 0
     assert stats.fallback_bytes > 0
     assert_partitions_equal(arrow_rows(batches), FIXTURE_PARTITIONS, iso == "read_committed")
@@ -311,4 +320,7 @@ def test_s3_failing_during_the_spark_job_falls_back(sp, s3):
         s3.proxy.reset()
     assert_partitions_equal(got, S3_PARTITIONS, True)
     assert passed.hits == 1 and failing.hits > 0
+    stats = kts.last_read_stats(sp).total()
+    assert stats.fallbacks > 0 and stats.fallback_bytes > 0
+    assert stats.records == rows_in(S3_PARTITIONS, True)
     assert broker_counter(s3, BROKER_REMOTE_BYTES) > broker_remote

@@ -3,7 +3,8 @@
 With no ``kafka.bootstrap.servers``, ``remote.storage.uri`` (or the explicit fetcher options) and
 the ``aiven`` or ``kafka-local-tiered`` layout, the store itself is the catalogue:
 
-1. One listing under the layout's prefix; every key is parsed back into (topic, topic id,
+1. One listing under the layout's prefix (per named topic, under ``{prefix}{topic}-``; the whole
+   prefix for ``subscribePattern``); every key is parsed back into (topic, topic id,
    partition, base offset, segment id, suffix) with the inverse of the layout's key function
    (:mod:`kafka_tiered_source.storage.layouts`).  Keys of any other shape are ignored.
 2. ``subscribe`` / ``subscribePattern`` / ``assign`` are resolved against the topics found.
@@ -34,12 +35,14 @@ What cannot be known offline, and what is done about it:
 * **Transactions still open at the end of the tiered range.**  Their markers are in segments that
   are not tiered (maybe not even written): whether they abort is unknown.  read_committed
   therefore stops at the first offset of the earliest such transaction — the offline
-  counterpart of the last stable offset — found by walking batch headers from the last point the
-  transaction indexes prove stable (the largest ``lastStableOffset`` of their entries) to the end
-  of the tiered range.  ``latest`` is that offset; an ``endingOffsets`` past it is an error
-  naming the producer and the transaction's first offset.  The walk reads those segments' data
-  (the whole tiered range when no transaction was ever aborted): read_committed offline costs
-  more planning I/O than read_uncommitted.
+  counterpart of the last stable offset.  Kafka uploads each segment with the producer state
+  snapshot taken at the next segment's base offset; the last segment's snapshot lists exactly
+  the transactions ongoing there (``currentTxnFirstOffset``), one small GET.  When that snapshot
+  is empty or unreadable, batch headers are walked from the last point the transaction indexes
+  prove stable (the largest ``lastStableOffset`` of their entries) to the end of the tiered
+  range; that walk reads those segments' data (the whole tiered range when no transaction was
+  ever aborted).  ``latest`` is that offset; an ``endingOffsets`` past it is an error naming the
+  producer and the transaction's first offset.
 * **Timestamps.**  ``startingTimestamp`` / ``endingTimestamp`` / ``*OffsetsByTimestamp`` are
   refused offline (by option name); they need ListOffsets.
 """
@@ -96,6 +99,31 @@ def parse_txn_index(data: bytes, location: str) -> list[TxnIndexEntry]:
     return out
 
 
+# Kafka's producer state snapshot (ProducerStateManager, version 1): version int16, crc uint32
+# (CRC-32C of everything after it), then an int32-counted array of entries.
+SNAPSHOT_HEAD = struct.Struct(">hIi")
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")   # producerId, epoch, lastSequence, lastOffset,
+#                                               offsetDelta, timestamp, coordinatorEpoch,
+#                                               currentTxnFirstOffset (-1: none)
+
+
+def parse_producer_snapshot(data: bytes, location: str) -> list[tuple[int, int]]:
+    """``(producer id, current transaction's first offset or -1)`` per snapshot entry."""
+    import crc32c   # the crc32c package (a dependency): planning-side, no native build needed
+    if len(data) < SNAPSHOT_HEAD.size:
+        raise SegmentFormatError(f"producer snapshot of {len(data)} bytes is shorter than its "
+                                 f"{SNAPSHOT_HEAD.size}-byte header", location=location)
+    version, crc, count = SNAPSHOT_HEAD.unpack_from(data, 0)
+    if version != 1:
+        raise SegmentFormatError(f"producer snapshot version {version}, expected 1", location=location)
+    if crc32c.crc32c(memoryview(data)[6:]) != crc:
+        raise SegmentFormatError("producer snapshot CRC-32C mismatch (bytes [6, end))", location=location)
+    if count < 0 or SNAPSHOT_HEAD.size + count * SNAPSHOT_ENTRY.size != len(data):
+        raise SegmentFormatError(f"producer snapshot claims {count} entries in {len(data)} bytes",
+                                 location=location)
+    return [(e[0], e[7]) for e in SNAPSHOT_ENTRY.iter_unpack(data[SNAPSHOT_HEAD.size:])]
+
+
 @dataclass
 class TieredPartition:
     """What remote storage holds of one partition, segments in offset order."""
@@ -123,7 +151,7 @@ class OfflinePlanner:
         self._indexes: dict[str, bytes | None] = {}   # segment id -> offset index
 
     # -- 1. the catalogue ----------------------------------------------------------------------
-    def catalog(self) -> dict:
+    def catalog(self, *, everything: bool = False) -> dict:
         """``{topic: {topic_id: {partition: {(base, segment_id): {suffix: size}}}}}``."""
         c = self.config
         prefix = listing_prefix(c.layout, c.prefix)
@@ -136,16 +164,24 @@ class OfflinePlanner:
             raise ConfigError("without kafka.bootstrap.servers the layout must be aiven or "
                               "kafka-local-tiered (template keys cannot be listed back into "
                               "segments)", option="remote.storage.layout")
+        from ..spark.options import SubscribePattern
+        # Named topics: list only under "{prefix}{topic}-" (both layouts start a key with it),
+        # so a bucket shared by many topics is not listed whole.  Longer names sharing the stem
+        # ("orders-v2") are listed too and dropped by the exact-name look-up later.
+        strategy = self.options.strategy
+        prefixes = ([prefix] if everything or isinstance(strategy, SubscribePattern)
+                    else [f"{prefix}{t}-" for t in sorted(set(strategy.topics))])
         out: dict = {}
         ignored = 0
-        for key, size in self.fetcher.list_objects(prefix):
-            k = parse(key)
-            if k is None:
-                ignored += 1
-                continue
-            seg = (out.setdefault(k.topic, {}).setdefault(k.topic_id, {})
-                   .setdefault(k.partition, {}).setdefault((k.base_offset, k.segment_id), {}))
-            seg[k.suffix] = size
+        for pfx in prefixes:
+            for key, size in self.fetcher.list_objects(pfx):
+                k = parse(key)
+                if k is None:
+                    ignored += 1
+                    continue
+                seg = (out.setdefault(k.topic, {}).setdefault(k.topic_id, {})
+                       .setdefault(k.partition, {}).setdefault((k.base_offset, k.segment_id), {}))
+                seg[k.suffix] = size
         if ignored:
             log.info("offline listing under %r: %d keys are not %s segment objects and were ignored",
                      prefix, ignored, c.layout)
@@ -168,6 +204,10 @@ class OfflinePlanner:
             names = list(strategy.topics)
             for name in names:
                 if name not in catalog:
+                    # only named topics were listed: list everything once, to say what is there
+                    everything = sorted(self.catalog(everything=True))
+                    shown = (", ".join(everything[:_SHOWN_TOPICS])
+                             + (" ..." if len(everything) > _SHOWN_TOPICS else ""))
                     raise ConfigError(f"topic {name!r} has no tiered segments in {where} (topics "
                                       f"found: {shown or 'none'}); without a broker only tiered "
                                       f"data can be read", option=option)
@@ -211,7 +251,7 @@ class OfflinePlanner:
                 continue
             by_base.setdefault(base, []).append((seg_id, objects))
         where = f"{topic}-{partition}"
-        segments = []
+        chosen = []
         for base in sorted(by_base):
             candidates = by_base[base]
             if len(candidates) > 1:
@@ -220,28 +260,33 @@ class OfflinePlanner:
                     f"(segment ids {', '.join(sorted(s for s, _ in candidates))}); the broker's "
                     f"metadata says which one is COPY_FINISHED, remote storage alone does not: "
                     f"read with kafka.bootstrap.servers, or remove the stale copy")
-            seg_id, objects = candidates[0]
-            segments.append(self._segment(topic, partition, topic_id, base, seg_id, objects))
-        if not segments:
+            chosen.append((base, *candidates[0]))
+        if not chosen:
             raise OfflinePlanningError(f"{where}: no complete tiered segment in {self._where()}")
+        segments = self._map(lambda c: self._segment(topic, partition, topic_id, *c), chosen)
         # End offsets the manifests did not give: walk the tail of each such segment.  Not
         # "next base - 1": compaction leaves gaps between segments, and a range that promises
         # offsets its bytes do not hold reads as a short (failed) read.
         unknown = [i for i, seg in enumerate(segments) if seg.end_offset < seg.base_offset]
-        if unknown:
-            from concurrent.futures import ThreadPoolExecutor
-            with ThreadPoolExecutor(max(1, min(self.config.concurrency, len(unknown)))) as pool:
-                ends = list(pool.map(lambda i: self._last_offset(segments[i]), unknown))
-            for i, end in zip(unknown, ends):
-                segments[i] = _with_end(segments[i], end)
+        for i, end in zip(unknown, self._map(lambda i: self._last_offset(segments[i]), unknown)):
+            segments[i] = _with_end(segments[i], end)
         for seg, nxt in zip(segments, segments[1:]):
             if seg.end_offset >= nxt.base_offset:
                 raise OfflinePlanningError(
                     f"{where}: segments {seg.segment_id} [{seg.base_offset}, {seg.end_offset}] "
                     f"and {nxt.segment_id} (from {nxt.base_offset}) overlap; remote storage "
                     f"alone cannot tell which one the broker serves")
-        fixed = segments
-        return TieredPartition(topic, partition, topic_id, fixed)
+        return TieredPartition(topic, partition, topic_id, segments)
+
+    def _map(self, fn, items) -> list:
+        """``fn`` over ``items`` with ``fetch.remote.concurrency`` requests in flight, in order."""
+        items = list(items)
+        if len(items) <= 1:
+            return [fn(i) for i in items]
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max(1, min(self.config.concurrency, len(items))),
+                                thread_name_prefix="kts-offline-plan") as pool:
+            return list(pool.map(fn, items))
 
     def _segment(self, topic, partition, topic_id, base, seg_id, objects) -> RemoteSegment:
         """The segment with its size; end_offset is base - 1 when still unknown."""
@@ -318,8 +363,22 @@ class OfflinePlanner:
 
     def open_transactions(self, tp: TieredPartition, entries: list[TxnIndexEntry]) -> dict[int, int]:
         """``{producer id: first offset}`` of the transactions with records in the tiered range
-        and no marker in it.  Every transaction that starts before an entry's lastStableOffset
-        had its marker written by that entry's marker, so the walk starts at the largest one."""
+        and no marker in it.
+
+        Cheap and exact when the last segment carries its producer snapshot (Kafka uploads the
+        snapshot taken at the next segment's base offset): its ongoing transactions are the
+        answer.  Otherwise (an empty or unreadable snapshot) the batch headers are walked: every
+        transaction that starts before a ``.txnindex`` entry's lastStableOffset had its marker
+        written by that entry's marker, so the walk starts at the largest one."""
+        last = tp.segments[-1]
+        data = self.fetcher.fetch_index(last, "producer_snapshot")
+        if data:
+            try:
+                return {pid: first for pid, first in parse_producer_snapshot(data, _name(last))
+                        if first >= 0}
+            except SegmentFormatError as exc:
+                log.warning("%s-%d: cannot use the producer snapshot (%s); walking batch headers "
+                            "instead", tp.topic, tp.partition, exc)
         stable = max((e.last_stable_offset for e in entries), default=tp.earliest)
         open_first: dict[int, int] = {}
         for seg in tp.segments:
@@ -347,10 +406,8 @@ class OfflinePlanner:
         ranges, works, entries_by_tp = [], [], {}
         segments = 0
         latest_why: dict = {}
-        parts: dict = {}
         for topic, p, tid in tps:
             tp = self.tiered_partition(topic, p, tid, catalog[topic][tid][p])
-            parts[(topic, p)] = tp
             latest = tp.last_offset + 1
             why = f"the last tiered offset is {tp.last_offset}"
             if committed:
@@ -359,7 +416,7 @@ class OfflinePlanner:
                 open_txns = self.open_transactions(tp, entries)
                 if open_txns:
                     pid, first = min(open_txns.items(), key=lambda kv: kv[1])
-                    latest = first
+                    latest = max(first, tp.earliest)   # begun before the tiered range: nothing
                     why = (f"the transaction of producer {pid} from offset {first} has no marker in "
                            f"the tiered range (last tiered offset {tp.last_offset}), so whether it "
                            f"aborted cannot be known without a broker")

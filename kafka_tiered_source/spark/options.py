@@ -310,7 +310,7 @@ class ReadOptions:
     """Everything a batch read needs from the options, parsed and checked.
 
     ``bootstrap_servers`` is empty in offline mode: no broker, the segments are found through
-    the storage layout alone (``remote.storage.layout`` given explicitly).  ``kafka`` holds every
+    listing remote storage (``remote.storage.uri`` or an explicit ``remote.storage.layout``).  ``kafka`` holds every
     ``kafka.*`` option with the prefix stripped, for the broker client (security settings and the
     rest).  ``storage`` is the storage layer's own parse of the ``remote.storage.*`` and
     ``fetch.remote.*`` options; ``fetch_remote_enabled`` (``fetch.remote.enabled``) false means

@@ -210,7 +210,8 @@ def _apply_uri(uri: str, kw: dict, backend: list) -> None:
     if scheme not in _URI_SCHEMES:
         raise ConfigError(f"option {name} has scheme {parts.scheme!r}; valid: "
                           f"{', '.join(sorted(_URI_SCHEMES))}", option=name)
-    if parts.query or parts.fragment or parts.password:
+    if parts.query or parts.fragment or parts.password or (
+            "@" in parts.netloc and scheme not in ("abfs", "abfss")):
         raise ConfigError(f"option {name} must not carry a query, fragment or credentials; give "
                           f"them with the remote.storage.<backend>.* options", option=name)
     fetcher, bucket_key = _URI_SCHEMES[scheme]

@@ -122,9 +122,10 @@ class TemplateLayout:
 # may themselves contain "-" — so they are cut by width, never by splitting on "-".
 # ---------------------------------------------------------------------------------------------
 _UUID = r"[A-Za-z0-9_-]{22}"
-_AIVEN_KEY = re.compile(rf"^(?P<topic>.+)-(?P<topic_id>{_UUID})/(?P<partition>0|[1-9][0-9]*)/"
+_TOPIC = r"[A-Za-z0-9._-]{1,249}"   # Kafka's legal topic names (Topic.validate)
+_AIVEN_KEY = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<topic_id>{_UUID})/(?P<partition>0|[1-9][0-9]*)/"
                         rf"(?P<base>[0-9]{{20}})-(?P<segment_id>{_UUID})\.(?P<suffix>[a-z-]+)$")
-_LOCAL_KEY = re.compile(rf"^(?P<topic>.+)-(?P<partition>0|[1-9][0-9]*)-(?P<topic_id>{_UUID})/"
+_LOCAL_KEY = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<partition>0|[1-9][0-9]*)-(?P<topic_id>{_UUID})/"
                         rf"(?P<base>[0-9]+)-(?P<segment_id>{_UUID})\.(?P<suffix>[a-z_]+)$")
 
 
@@ -140,13 +141,11 @@ class ParsedKey:
 
 
 def _valid_ids(*ids: str) -> bool:
-    from ..ids import uuid_from_str
-    try:
-        for i in ids:
-            uuid_from_str(i)
+    from ..ids import uuid_from_str, uuid_to_str
+    try:   # canonical only: Kafka writes Uuid.toString(), which round-trips
+        return all(uuid_to_str(uuid_from_str(i)) == i for i in ids)
     except ValueError:
         return False
-    return True
 
 
 def parse_aiven_key(key: str, prefix: str = "") -> ParsedKey | None:

@@ -14,6 +14,8 @@ from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
 class S3Fetcher(ObjectStoreFetcher):
     backend = "s3"
     requires = ("boto3", "botocore")
+    #: keys per ListObjectsV2 request (S3's maximum)
+    list_page_size = 1000
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
@@ -85,8 +87,8 @@ class S3Fetcher(ObjectStoreFetcher):
         from botocore.exceptions import BotoCoreError, ClientError
         location = self._location(prefix)
         try:
-            pages = self._client().get_paginator("list_objects_v2").paginate(Bucket=self._bucket,
-                                                                              Prefix=prefix)
+            pages = self._client().get_paginator("list_objects_v2").paginate(
+                Bucket=self._bucket, Prefix=prefix, PaginationConfig={"PageSize": self.list_page_size})
             for page in pages:
                 for obj in page.get("Contents", ()):
                     yield obj["Key"], int(obj["Size"])

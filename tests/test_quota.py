@@ -1,0 +1,198 @@
+"""Client-side quotas: the token bucket's arithmetic, how limits are split over tasks, and a real
+read of Kafka segments from a moto S3 server held to a byte rate, measured on the server side."""
+from __future__ import annotations
+
+import json
+import pickle
+import threading
+
+import pytest
+
+from broker_fixtures import fixture_segments
+from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
+from test_cost_spark import CountingProxy
+
+from kafka_tiered_source.cost import estimate_plan
+from kafka_tiered_source.errors import ConfigError
+from kafka_tiered_source.quota import QuotaConfig, ReaderQuota, TokenBucket
+from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.testing import EmbeddedCluster
+
+
+class FakeTime:
+    """A clock that only moves when someone sleeps: the bucket's arithmetic, exactly."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+        self.lock = threading.Lock()
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, s):
+        with self.lock:
+            self.slept.append(s)
+            self.now += s
+
+
+def test_bucket_starts_empty_and_makes_callers_wait_off_their_debt():
+    t = FakeTime()
+    b = TokenBucket(1000, clock=t.clock, sleep=t.sleep)
+    assert b.charge(500) == pytest.approx(0.5)
+    assert t.now == pytest.approx(100.5)
+    # 2,500 bytes more right away: 2.5 s of debt
+    assert b.charge(2500) == pytest.approx(2.5)
+    assert b.charge(0) == 0.0
+
+
+def test_bucket_banks_idle_time_up_to_its_capacity():
+    t = FakeTime()
+    b = TokenBucket(1000, capacity=1000, clock=t.clock, sleep=t.sleep)
+    b.charge(1)                        # the bucket starts filling at its first charge
+    t.now += 10.0                      # idle for 10 s: only 1 s (1,000 tokens) is banked
+    assert b.charge(1000) == 0.0
+    assert b.charge(1000) == pytest.approx(1.0)
+
+
+def test_time_before_the_first_charge_is_not_banked():
+    t = FakeTime()
+    b = TokenBucket(1000, clock=t.clock, sleep=t.sleep)
+    t.now += 10.0                      # the reader set up its clients meanwhile
+    assert b.charge(500) == pytest.approx(0.5)
+
+
+def test_bucket_rate_over_many_charges_is_the_rate():
+    t = FakeTime()
+    b = TokenBucket(250_000, clock=t.clock, sleep=t.sleep)
+    start = t.now
+    for _ in range(100):
+        b.charge(64 * 1024)
+    assert 100 * 64 * 1024 / (t.now - start) == pytest.approx(250_000)
+
+
+def test_bucket_refuses_a_rate_that_is_not_positive():
+    with pytest.raises(ValueError):
+        TokenBucket(0)
+
+
+def test_job_limits_are_split_over_the_tasks_and_the_lower_limit_wins():
+    q = QuotaConfig(remote_bytes_per_second=300.0, job_remote_bytes_per_second=1000.0,
+                    job_remote_requests_per_second=40.0)
+    assert q.per_reader(1) == (300.0, 40.0)
+    assert q.per_reader(4) == (250.0, 10.0)
+    assert q.per_reader(0) == (300.0, 40.0)     # never divide by zero tasks
+    assert QuotaConfig().enabled is False
+    assert ReaderQuota.for_task(QuotaConfig(), 3) is None
+
+
+def test_reader_quota_pickles_as_its_rates_with_empty_buckets():
+    q = ReaderQuota(1000.0, 5.0)
+    q2 = pickle.loads(pickle.dumps(q))
+    assert (q2.bytes_per_second, q2.requests_per_second) == (1000.0, 5.0)
+
+
+def test_quota_options_parse_into_the_read_options():
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
+    o = ReadOptions.parse({**base, "quota.remote.bytes.per.second": "1e6",
+                           "quota.job.remote.requests.per.second": "50"})
+    assert o.quota == QuotaConfig(1e6, None, None, 50.0)
+    for bad in ("-1", "0", "fast", "nan", "inf"):
+        with pytest.raises(ConfigError) as info:
+            ReadOptions.parse({**base, "quota.remote.requests.per.second": bad})
+        assert info.value.option == "quota.remote.requests.per.second"
+
+
+# ---------------------------------------------------------------------------------------------
+# a real throttled read
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    moto = MotoS3().start()
+    moto.client().create_bucket(Bucket="quota")
+    proxy = CountingProxy(moto.port).start()
+    base = tmp_path_factory.mktemp("quota-s3")
+    c = EmbeddedCluster(str(base / "data"), remote_storage="s3://quota/kt", s3_endpoint_url=moto.endpoint,
+                        s3_region="us-east-1", s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET)
+    try:
+        c.start()
+        c.import_log_dir("payments", 0, fixture_segments("payments", 0))
+        assert c.tier()
+        c.proxy = proxy
+        yield c
+    finally:
+        c.stop()
+        proxy.stop()
+        moto.stop()
+
+
+def _options(c, **extra) -> dict:
+    return {"kafka.bootstrap.servers": c.bootstrap_servers, "assign": json.dumps({"payments": [0]}),
+            "remote.storage.fetcher": "s3", "remote.storage.s3.bucket": "quota",
+            "remote.storage.prefix": "kt/", "remote.storage.s3.endpoint": c.proxy.endpoint,
+            "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": S3_KEY_ID,
+            "remote.storage.s3.secret.access.key": S3_SECRET, "telemetry.push.enabled": "false",
+            **extra}
+
+
+def _read_all(options, plan):
+    totals = []
+    for task in plan.tasks:
+        reader = TaskReader(options, tasks_planned=len(plan.tasks))
+        try:
+            rows = sum(b.num_rows for b in reader.read(task))
+            assert rows > 0
+            totals.append(reader.metrics.snapshot())
+        finally:
+            reader.close()
+    return totals
+
+
+@pytest.mark.decoder
+def test_a_byte_quota_holds_within_ten_percent_over_a_ten_second_read(s3):
+    probe = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": "32768"}))
+    est = estimate_plan(plan_read(probe), probe)
+    rate = est.bytes / 10.0            # about ten seconds of reading
+    options = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": "32768",
+                                                "quota.remote.bytes.per.second": repr(rate)}))
+    plan = plan_read(options)
+    assert len(plan.tasks) == 1
+    s3.proxy.reset()
+    totals = _read_all(options, plan)
+    gets = [e for e in s3.proxy.gets() if 200 <= e[2] < 300]
+    span = max(e[5] for e in gets) - min(e[4] for e in gets)
+    served = sum(e[3] for e in gets)
+    assert served >= est.bytes > 1_000_000
+    measured = served / span
+    print(f"limit {rate:,.0f} B/s, served {served:,} B in {span:.2f}s = {measured:,.0f} B/s "
+          f"({len(gets)} GETs)")
+    assert measured == pytest.approx(rate, rel=0.10)
+    slept = sum(t.total().quota_throttled_s for t in totals)
+    assert slept > 0.5 * span          # most of the read was spent waiting on the quota
+
+
+def test_a_job_limit_gives_each_task_its_share(s3):
+    options = ReadOptions.parse(_options(s3, **{"quota.job.remote.bytes.per.second": "4000000",
+                                                "quota.remote.requests.per.second": "7"}))
+    reader = TaskReader(options, tasks_planned=4)
+    assert (reader.metrics.quota.bytes_per_second, reader.metrics.quota.requests_per_second) == \
+        (1_000_000.0, 7.0)
+    # and the share survives the trip to an executor
+    again = pickle.loads(pickle.dumps(reader))
+    assert again.metrics.quota.bytes_per_second == 1_000_000.0
+
+
+@pytest.mark.decoder
+def test_a_request_quota_spaces_the_gets(s3):
+    options = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": str(1 << 20),
+                                                "quota.remote.requests.per.second": "20"}))
+    plan = plan_read(options)
+    s3.proxy.reset()
+    _read_all(options, plan)
+    gets = s3.proxy.gets()
+    assert len(gets) >= 20
+    starts = sorted(e[4] for e in gets)
+    # n GETs at 20/s from an empty bucket: the last starts no sooner than (n - 1) / 20 s after the first
+    assert starts[-1] - starts[0] >= (len(gets) - 1) / 20 * 0.95
