@@ -2,7 +2,7 @@
 through a broker, both paying object-store latency.
 
     python -m benchmarks.backfill                 # default: a few minutes on 2 cores
-    python -m benchmarks.backfill --scale 8       # the full run: 16x is ~2.6 GB of records
+    python -m benchmarks.backfill --scale 10      # the full run: 16x = 4 M records, ~2.3 GB of keys+values
     python -m benchmarks.backfill --sizes 1 --cores 2 --skip-clients     # a smoke run
 
 Set-up (every server a separate process on 127.0.0.1, so each one's CPU is its own):
@@ -61,8 +61,10 @@ TIB = 1 << 40
 PART_SIZE = 8 * MIB          # the reader's default fetch.remote.part.size.bytes
 KEY_BYTES = 16
 CODECS = {0: ("zstd", 4), 1: ("lz4", 3)}   # partition parity -> (name, kafka-python codec id)
-WAYS = ("direct", "broker", "direct-file", "kafka-python", "confluent-kafka")
+WAYS = ("direct", "broker", "direct-file", "kafka-python", "confluent-kafka", "transport-direct",
+        "transport-broker")
 SPARK_WAYS = ("direct", "broker", "direct-file")
+TRANSPORT_WAYS = ("transport-direct", "transport-broker")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +328,57 @@ def read_confluent(bootstrap: str, topic: str, partitions: int, expected: int) -
         c.close()
 
 
+def transport_only(options: dict, bootstrap: str, threads: int, direct: bool) -> tuple[float, int, int]:
+    """The storage path alone, no decoding and no Spark: every planned remote range read by the
+    s3 fetcher (``direct``), or every partition fetched through the broker with this project's
+    client (1 MiB per partition per Fetch, as Kafka consumers do), one partition per thread at a
+    time, ``threads`` threads.  Returns (seconds, record bytes, fetch calls)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kafka_tiered_source.protocol.client import BrokerClient
+    from kafka_tiered_source.records.header import iter_headers
+    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.storage.registry import create_fetcher
+    plan = plan_read(ReadOptions.parse(options))
+    by_partition: dict = {}
+    for r in plan.remote_ranges:
+        by_partition.setdefault((r.topic, r.partition), []).append(r)
+
+    def direct_one(ranges):
+        fetcher = create_fetcher(options)
+        n = calls = 0
+        try:
+            for r in sorted(ranges, key=lambda r: r.offset_start):
+                n += len(fetcher.fetch_log_segment(r.segment, r.byte_start, r.byte_end))
+                calls += 1
+        finally:
+            fetcher.close()
+        return n, calls
+
+    def broker_one(ranges):
+        topic, partition = ranges[0].topic, ranges[0].partition
+        offset, end = min(r.offset_start for r in ranges), max(r.offset_end for r in ranges)
+        n = calls = 0
+        with BrokerClient({"bootstrap.servers": bootstrap, "client.id": "bench-transport"}) as client:
+            while offset < end:
+                data = client.fetch(topic, partition, offset).records
+                calls += 1
+                last = None
+                for h in iter_headers(data):
+                    last = h
+                if last is None:
+                    raise RuntimeError(f"{topic}-{partition}: no batch at offset {offset}")
+                n += last.end
+                offset = last.last_offset + 1
+        return n, calls
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        done = list(pool.map(direct_one if direct else broker_one, by_partition.values()))
+    return time.perf_counter() - t0, sum(d[0] for d in done), sum(d[1] for d in done)
+
+
 # ---------------------------------------------------------------------------------------------
 # accounting
 
@@ -411,6 +464,16 @@ def evaluate(result: dict) -> list[dict]:
             targets.append({"target": f"direct <= 1/2 the wall time of broker-mediated, local[{cores}], {big}x",
                             "measured": f"{d['wall_s']:.1f} s vs {b['wall_s']:.1f} s = {ratio:.2f}x{extra}",
                             "met": ratio <= 0.5})
+    for cores in sorted({r["cores"] for r in rows if r["way"] == "transport-direct"}):
+        d = next(r for r in rows if r["way"] == "transport-direct" and r["cores"] == cores)
+        b = next((r for r in rows if r["way"] == "transport-broker" and r["cores"] == cores), None)
+        if b:
+            ratio = d["wall_s"] / b["wall_s"]
+            targets.append({"target": f"(the storage path alone, no Spark, no decoding) direct <= 1/2 of broker, "
+                                      f"{cores} thread{'s' if cores > 1 else ''}, {d['size']}x",
+                            "measured": f"{d['wall_s']:.2f} s vs {b['wall_s']:.2f} s = {ratio:.2f}x "
+                                        f"({d['mb_per_s']:.0f} vs {b['mb_per_s']:.0f} MB/s)",
+                            "met": ratio <= 0.5})
     direct = [r for r in rows if r["way"] == "direct"]
     if direct:
         through = sum(r["broker_remote_fetch_bytes"] + r.get("reader_broker_bytes", 0) for r in direct)
@@ -446,7 +509,8 @@ def plot(result: dict, path: str) -> None:
     import matplotlib.pyplot as plt
     rows = result["rows"]
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    series = sorted({(r["way"], r["cores"]) for r in rows}, key=lambda k: (WAYS.index(k[0]), k[1]))
+    series = sorted({(r["way"], r["cores"]) for r in rows if r["way"] not in TRANSPORT_WAYS},
+                    key=lambda k: (WAYS.index(k[0]), k[1]))
     for way, cores in series:
         pts = sorted((r["log_bytes"] / 1e6, r["wall_s"]) for r in rows if (r["way"], r["cores"]) == (way, cores))
         label = f"{way} local[{cores}]" if way in SPARK_WAYS else f"{way} (1 consumer)"
@@ -481,10 +545,12 @@ def render_markdown(result: dict) -> str:
     ]
     rows = result["rows"]
     for r in sorted(rows, key=lambda r: (r["size"], WAYS.index(r["way"]), r["cores"])):
-        base = next((b for b in rows if b["way"] == "broker" and b["size"] == r["size"]
-                     and b["cores"] == (r["cores"] if r["way"] in SPARK_WAYS else 1)), None)
+        ref = "transport-broker" if r["way"] in TRANSPORT_WAYS else "broker"
+        base = next((b for b in rows if b["way"] == ref and b["size"] == r["size"]
+                     and b["cores"] == (r["cores"] if r["way"] in SPARK_WAYS + TRANSPORT_WAYS else 1)), None)
         vs = f"{base['wall_s'] / r['wall_s']:.2f}x" if base else ""
-        cores = r["cores"] if r["way"] in SPARK_WAYS else "1 consumer"
+        cores = (r["cores"] if r["way"] in SPARK_WAYS else
+                 f"{r['cores']} thread{'s' if r['cores'] > 1 else ''}" if r["way"] in TRANSPORT_WAYS else "1 consumer")
         mib_get = f"{r['get_response_bytes'] / max(r['gets'], 1) / MIB:.2f}" if r["gets"] else "-"
         lines.append(
             f"| {r['way']} | {cores} | {r['size']}x | {r['records']:,} | {r['log_bytes'] / 1e6:.0f} "
@@ -493,7 +559,10 @@ def render_markdown(result: dict) -> str:
             f"| {r['usd_per_tib_storage']:.3f} | {r['usd_per_tib_with_cross_az']:.2f} |"
             + ("" if r["complete"] else " **incomplete** |"))
     lines += ["", "\"vs broker\": the broker-mediated Spark read's wall time at the same size and cores divided "
-              "by this row's (the clients are compared with broker local[1]).", "",
+              "by this row's (the clients are compared with broker local[1]; the transport-only rows with "
+              "transport-broker at the same thread count).  \"broker record bytes\": the broker's "
+              "`remote_fetch_bytes_total` counter (every byte of this topic is tiered, so it is every record "
+              "byte the broker served).", "",
               "| target | measured | |", "|---|---|---|"]
     for t in evaluate(result):
         lines.append(f"| {t['target']} | {t['measured']} | {'met' if t['met'] else '**missed**'} |")
@@ -582,6 +651,19 @@ def main(argv=None) -> int:
                         rows.append(row)
             finally:
                 spark.stop()
+
+        # the storage paths alone (no Spark, no decoding), at the largest size
+        f = facts[sizes[-1]]
+        opts = {"kafka.bootstrap.servers": broker.bootstrap, "minPartitions": str(args.partitions),
+                "subscribe": f["topic"], **storage}
+        for threads in cores_list:
+            for way, direct in (("transport-direct", True), ("transport-broker", False)):
+                def run(threads=threads, direct=direct):
+                    wall, n, calls = transport_only(opts, broker.bootstrap, threads, direct)
+                    if n < f["log_bytes"] * 0.99:
+                        print(f"  {way}: {n} bytes, want {f['log_bytes']}", flush=True)
+                    return wall, f["records"] if n >= f["log_bytes"] * 0.99 else 0, None
+                rows.append(measure(way, threads, sizes[-1], f, run, broker, store))
 
         if not args.skip_clients:
             for size in sizes:

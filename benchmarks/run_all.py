@@ -132,7 +132,15 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of " + ",".join(BENCHMARKS))
     ap.add_argument("--backfill-args", default="", help="extra arguments for benchmarks.backfill")
     ap.add_argument("--no-doc", action="store_true", help="do not touch BENCHMARKS.md")
+    ap.add_argument("--doc-only", action="store_true",
+                    help="run nothing: rewrite the BENCHMARKS.md section from benchmarks/results/run_all.json")
     args = ap.parse_args(argv)
+    if args.doc_only:
+        with open(os.path.join(RESULTS, "run_all.json")) as f:
+            saved = json.load(f)
+        write_doc(section(saved["machine"], saved["runs"]))
+        print(f"BENCHMARKS.md updated from {os.path.join(RESULTS, 'run_all.json')}")
+        return 0
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     for n in names:
         if n not in BENCHMARKS:

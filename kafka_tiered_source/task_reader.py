@@ -115,30 +115,48 @@ class TaskReader:
 
     def _read_remote(self, r, flt):
         """Generator: yields batches; returns None when done, or the offset to continue from
-        through the broker after a failed or short direct read."""
+        through the broker after a failed or short direct read.
+
+        The range streams in parts (``fetch.remote.part.size.bytes``): the fetcher prefetches
+        the next parts on its threads while this one is decoded (the native decoder releases
+        the GIL), and Spark gets rows after the first part instead of after the whole range.
+        A batch cut by a part boundary is carried into the next part."""
         from .records import decode_batches
         seg = r.segment
         self.metrics.count(ranges_remote=1)
+        reached = r.offset_start      # every record below this has been returned
+        pos = r.byte_start            # segment position of the first byte not yet decoded
+        carry = b""
+        received = 0
         try:
-            data = self.fetcher.fetch_log_segment(seg, r.byte_start, r.byte_end)
+            for piece in self.fetcher.iter_log_segment(seg, r.byte_start, r.byte_end):
+                received += len(piece)
+                buf = b"".join((carry, piece)) if carry else piece
+                res = decode_batches(buf, topic=seg.topic, partition=seg.partition,
+                                     start_offset=r.offset_start, end_offset=r.offset_end,
+                                     filter=flt, include_headers=self.options.include_headers,
+                                     position=pos)
+                self.metrics.count(broker_equivalent_bytes=_batch_bytes(
+                    memoryview(buf)[:res.consumed], r.offset_start, r.offset_end))
+                for b in res.batches:
+                    if b.num_rows:
+                        self.metrics.count(records=b.num_rows)
+                        yield b
+                if res.next_offset is not None:
+                    reached = max(reached, res.next_offset)
+                if res.done:
+                    return None
+                pos += res.consumed
+                carry = bytes(memoryview(buf)[res.consumed:])
         except RemoteStorageError as exc:
-            return self._fallback(r, r.offset_start, exc)
-        res = decode_batches(data, topic=seg.topic, partition=seg.partition,
-                             start_offset=r.offset_start, end_offset=r.offset_end, filter=flt,
-                             include_headers=self.options.include_headers, position=r.byte_start)
-        self.metrics.count(broker_equivalent_bytes=_batch_bytes(data, r.offset_start, r.offset_end))
-        for b in res.batches:
-            if b.num_rows:
-                self.metrics.count(records=b.num_rows)
-                yield b
-        reached = res.next_offset if res.next_offset is not None else r.offset_start
-        if res.done or reached >= r.offset_end:
+            return self._fallback(r, reached, exc)
+        if reached >= r.offset_end:
             return None
         # The hinted bytes did not hold the offsets they were said to hold: an object smaller
         # than the hint, or a hint that ends too early.  The broker can still serve them.
         short = (f"direct read of {seg!r} bytes [{r.byte_start}, {r.byte_end}) ended at offset "
-                 f"{reached}, before {r.offset_end} (got {len(data)} bytes)")
-        return self._fallback(r, max(reached, r.offset_start), KafkaTieredError(short))
+                 f"{reached}, before {r.offset_end} (got {received} bytes)")
+        return self._fallback(r, reached, KafkaTieredError(short))
 
     def _fallback(self, r, offset: int, exc: Exception) -> int:
         if self.options.offline:

@@ -3,7 +3,6 @@ KIP-714 pushes of a real read to the embedded broker (decoded back from OTLP pro
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families

@@ -1,6 +1,9 @@
 """The end of one read task: its totals go to the driver's accumulator, to the optional
 ``metrics.jsonl.path`` file (one JSON line per task) and, when the broker subscribes, to the
-broker as a KIP-714 push.  None of this may fail the task: errors are logged."""
+broker as a KIP-714 push.  None of this may fail the task: errors are logged.
+
+``metrics.jsonl.path`` is a path on the host that runs the task (an executor's local disk, or
+a shared mount on a cluster); tasks append to it, one line each."""
 from __future__ import annotations
 
 import json
