@@ -2,7 +2,7 @@
 through a broker, both paying object-store latency.
 
     python -m benchmarks.backfill                 # default: a few minutes on 2 cores
-    python -m benchmarks.backfill --scale 10      # the full run: 16x = 4 M records, ~2.3 GB of keys+values
+    python -m benchmarks.backfill --scale 2.5     # the full run: 16x = 4 M records, ~2.3 GB of keys+values
     python -m benchmarks.backfill --sizes 1 --cores 2 --skip-clients     # a smoke run
 
 Set-up (every server a separate process on 127.0.0.1, so each one's CPU is its own):
@@ -574,8 +574,8 @@ def render_markdown(result: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base-records", type=int, default=25_000, help="records at 1x (before --scale)")
-    ap.add_argument("--scale", type=float, default=1.0, help="multiply every size (8: the full few-GB run)")
+    ap.add_argument("--base-records", type=int, default=100_000, help="records at 1x (before --scale)")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every size (2.5: the full few-GB run)")
     ap.add_argument("--sizes", default="1,4,16", help="multiples of the base, comma-separated")
     ap.add_argument("--cores", default="1,2", help="Spark local[N] values, comma-separated")
     ap.add_argument("--partitions", type=int, default=4)

@@ -2,7 +2,7 @@
 
     python -m benchmarks.run_all                       # what `make bench` runs
     python -m benchmarks.run_all --only backfill       # one or more of: decode,fetch,spark_read,backfill
-    python -m benchmarks.run_all --backfill-args "--scale 10"     # the full few-GB headline
+    python -m benchmarks.run_all --backfill-args "--scale 2.5"     # the full few-GB headline
 
 Each benchmark runs in its own process (a fresh JVM and interpreter), in short mode where it has
 one: ``benchmarks.decode --quick``, ``benchmarks.fetch --size 32 --repeat 1``,

@@ -192,6 +192,7 @@ class TaskReader:
                                  partition=partition, start_offset=offset, end_offset=end,
                                  filter=flt, include_headers=self.options.include_headers)
             self.metrics.count(broker_fetches=1, broker_bytes=size, broker_equivalent_bytes=size,
+                               broker_throttled_s=fr.throttle_time_ms / 1000,
                                **({"fallback_bytes": size} if fallback else {}))
             for b in res.batches:
                 if b.num_rows:

@@ -83,6 +83,7 @@ class _Collector:
         for tags, s in items:
             fam.add_metric([str(t) for t in tags] + ["storage"], s.storage_throttled_s)
             fam.add_metric([str(t) for t in tags] + ["quota"], s.quota_throttled_s)
+            fam.add_metric([str(t) for t in tags] + ["broker"], s.broker_throttled_s)
         yield fam
         fam = HistogramMetricFamily(_prom(LATENCY[0]) + "_seconds", LATENCY[2], labels=labels)
         for tags, s in items:
@@ -160,7 +161,8 @@ def otlp_metrics(totals, *, resource: dict | None = None, prefixes=("",),
         metrics.append(sum_metric(THROTTLED[0], THROTTLED[1], THROTTLED[2], [
             ({**dict(zip(TAG_NAMES, tags)), "kind": kind}, float(v))
             for tags, s in items for kind, v in (("storage", s.storage_throttled_s),
-                                                 ("quota", s.quota_throttled_s))]))
+                                                 ("quota", s.quota_throttled_s),
+                                                 ("broker", s.broker_throttled_s))]))
     if _selected(PREFIX + LATENCY[0], prefixes):
         m = pb.Metric(name=PREFIX + LATENCY[0], unit=LATENCY[1], description=LATENCY[2])
         m.histogram.aggregation_temporality = cumulative

@@ -196,3 +196,34 @@ def test_a_request_quota_spaces_the_gets(s3):
     starts = sorted(e[4] for e in gets)
     # n GETs at 20/s from an empty bucket: the last starts no sooner than (n - 1) / 20 s after the first
     assert starts[-1] - starts[0] >= (len(gets) - 1) / 20 * 0.95
+
+
+@pytest.mark.decoder
+def test_the_broker_fetch_quota_is_honoured_and_reported(tmp_path):
+    """KIP-13 on the broker side: past ``consumer_byte_rate`` Fetch answers carry
+    throttle_time_ms, the reader waits them out before its next request and counts them."""
+    import time
+
+    rate = 1_500_000
+    with EmbeddedCluster(str(tmp_path / "data"), consumer_byte_rate=rate) as c:
+        c.import_log_dir("orders", 0, fixture_segments("orders", 0))
+        options = ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": "orders",
+                                     "fetch.remote.enabled": "false", "client.id": "throttled-reader"})
+        plan = plan_read(options)
+        reader = TaskReader(options)
+        t0 = time.monotonic()
+        rows = sum(b.num_rows for t in plan.tasks for b in reader.read(t))
+        elapsed = time.monotonic() - t0
+        client = reader.client
+        waited = sum(conn.throttled_s for conn in client._conns.values())
+        reader.close()
+        stats = reader.metrics.snapshot().total()
+        fetched = stats.broker_bytes
+        throttled_by_broker = c._server.throttled_ms_total.get("throttled-reader", 0) / 1000
+    assert rows == 8557
+    # the broker lets one second of quota through unthrottled, then spaces the rest at the rate
+    assert fetched > 2 * rate
+    assert elapsed >= 0.9 * (fetched / rate - 1.0)
+    assert stats.broker_throttled_s == pytest.approx(throttled_by_broker, abs=0.01)
+    assert stats.broker_throttled_s > 0
+    assert waited > 0

@@ -99,6 +99,7 @@ class ReadStats:
     remote_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     storage_throttled_s: float = 0.0  # back-off slept because the storage throttled (429/503)
     quota_throttled_s: float = 0.0    # slept to stay within the client-side quotas
+    broker_throttled_s: float = 0.0   # throttle_time_ms brokers asked for (KIP-13/219), waited out
     broker_fetches: int = 0           # Fetch requests that returned records
     broker_bytes: int = 0             # record bytes that came through brokers
     fallbacks: int = 0                # direct reads that fell back to broker fetch
@@ -110,7 +111,7 @@ class ReadStats:
 
     @property
     def throttled_s(self) -> float:
-        return self.storage_throttled_s + self.quota_throttled_s
+        return self.storage_throttled_s + self.quota_throttled_s + self.broker_throttled_s
 
     @property
     def remote_failed(self) -> int:

@@ -292,6 +292,7 @@ class FetchResult:
     version: int
     broker: str
     kip1248_requested: bool
+    throttle_time_ms: int = 0     # the broker's quota throttle (KIP-13); already waited out
 
     @property
     def records(self):
@@ -334,6 +335,8 @@ class BrokerConnection:
         self._next_cid = random.randrange(1 << 20)
         self.api_versions: dict = {}
         self._last_used = 0.0
+        self._muted_until = 0.0    # monotonic time before which nothing is sent (broker throttle)
+        self.throttled_s = 0.0     # time spent waiting out broker throttles
 
     def __repr__(self):
         return f"BrokerConnection({self.address}, node {self.node_id})"
@@ -503,7 +506,17 @@ class BrokerConnection:
                 self._open()
             if version is None:
                 version = self.pick_version(type(msg))
-            return self._roundtrip(msg, version, timeout_ms)
+            wait = self._muted_until - time.monotonic()
+            if wait > 0:
+                # KIP-219: a throttled client sends nothing to that broker until the throttle
+                # time has passed (the broker mutes the channel for as long anyway).
+                time.sleep(wait)
+                self.throttled_s += wait
+            resp = self._roundtrip(msg, version, timeout_ms)
+            throttle = getattr(resp, "throttle_time_ms", 0) or 0
+            if throttle > 0:
+                self._muted_until = time.monotonic() + throttle / 1000
+            return resp
 
     def ensure_connected(self):
         with self._lock:
@@ -841,7 +854,8 @@ class BrokerClient:
                     if p.error_code:
                         raise broker_error(p.error_code, broker=conn.address, api="Fetch", topic=topic,
                                            partition=partition)
-                    return FetchResult(topic, partition, p, version, conn.address, send_tags)
+                    return FetchResult(topic, partition, p, version, conn.address, send_tags,
+                                       resp.throttle_time_ms or 0)
             raise BrokerError("the fetch response does not contain the partition", broker=conn.address,
                               api="Fetch", topic=topic, partition=partition)
 

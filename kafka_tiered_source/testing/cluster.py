@@ -34,7 +34,8 @@ class EmbeddedCluster:
     Storage options are :class:`BrokerStorage`'s.  ``sasl``: None, or ``{"mechanism":
     "SCRAM-SHA-256" (or "mechanisms": [...]), "users": {name: password}}`` (PLAIN,
     SCRAM-SHA-256, SCRAM-SHA-512); then every connection must authenticate.  ``ssl``: None or
-    ``{"certfile": ..., "keyfile": ...}``.  ``port=0`` picks a free port; ``metrics_port``
+    ``{"certfile": ..., "keyfile": ...}``.  ``consumer_byte_rate``: a KIP-13 fetch quota in
+    bytes/s per client-id (Fetch answers then carry ``throttle_time_ms``).  ``port=0`` picks a free port; ``metrics_port``
     (0 = any) serves Prometheus text at ``GET /metrics``.  ``telemetry_metrics``: the KIP-714
     metric prefixes clients are asked to push (``("",)`` = all, empty = no pushes).
     """
@@ -48,7 +49,8 @@ class EmbeddedCluster:
                  s3_access_key_id: str | None = None, s3_secret_access_key=None, s3_session_token=None,
                  sasl=None, ssl=None, host: str = "127.0.0.1", port: int = 0,
                  metrics_port: int | None = None, auto_create_topics: bool = False,
-                 telemetry_metrics=(), telemetry_push_interval_ms: int = 5000):
+                 telemetry_metrics=(), telemetry_push_interval_ms: int = 5000,
+                 consumer_byte_rate: int | None = None):
         self.data_dir = os.path.abspath(data_dir)
         self.storage = BrokerStorage(
             self.data_dir, remote_storage=remote_storage, layout=layout, segment_bytes=segment_bytes,
@@ -61,7 +63,8 @@ class EmbeddedCluster:
         self.config = ServerConfig(
             host=host, port=port, sasl=SaslConfig.of(sasl), ssl=SslConfig.of(ssl), metrics_port=metrics_port,
             auto_create_topics=auto_create_topics, cluster_id=self._cluster_id(),
-            telemetry_metrics=tuple(telemetry_metrics), telemetry_push_interval_ms=telemetry_push_interval_ms)
+            telemetry_metrics=tuple(telemetry_metrics), telemetry_push_interval_ms=telemetry_push_interval_ms,
+            consumer_byte_rate=consumer_byte_rate)
         self._server: BrokerServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

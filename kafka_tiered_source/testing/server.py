@@ -152,6 +152,9 @@ class ServerConfig:
     max_frame_bytes: int = MAX_FRAME_BYTES
     #: how often open transactions are checked against their timeout (Kafka: 10 s)
     txn_timeout_check_s: float = 1.0
+    #: KIP-13 consumer quota: record bytes per second a client-id may fetch (None = no quota).
+    #: Over it, Fetch answers carry throttle_time_ms and the connection is muted that long.
+    consumer_byte_rate: int | None = None
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,8 @@ class LatencyHistogram:
 
 
 class _Connection:
-    __slots__ = ("peer", "authenticated", "mechanism", "scram", "raw_sasl", "close_after", "user")
+    __slots__ = ("peer", "authenticated", "mechanism", "scram", "raw_sasl", "close_after", "user",
+                 "muted_until")
 
     def __init__(self, peer, needs_auth: bool):
         self.peer = peer
@@ -220,6 +224,7 @@ class _Connection:
         self.raw_sasl = False      # SaslHandshake v0: bare tokens follow, no Kafka headers
         self.close_after = False
         self.user = None
+        self.muted_until = 0.0     # loop time before which no request is read (quota throttle)
 
 
 _CLOSE = object()
@@ -250,6 +255,9 @@ class BrokerServer:
                         self._scram_creds[(mech, user)] = ScramCredential.from_password(pw.get(), mech)
         self.telemetry: dict[str, TelemetryPush] = {}
         self.remote_fetch_latency = LatencyHistogram()
+        # client id -> loop time at which its fetched bytes so far fit the quota (KIP-13)
+        self._quota_clock: dict[str, float] = {}
+        self.throttled_ms_total: dict[str, int] = {}
         self._telemetry_subscription = 1
         self._handlers = {
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
@@ -337,6 +345,11 @@ class BrokerServer:
                 if out:
                     writer.write(out)
                     await writer.drain()
+                # KIP-219: the answer goes out at once, then the channel is muted for the
+                # throttle time, so a client that ignores throttle_time_ms still waits.
+                pause = conn.muted_until - self._loop.time()
+                if pause > 0:
+                    await asyncio.sleep(pause)
                 if conn.close_after:
                     await _linger_close(reader, writer)
                     break
@@ -511,10 +524,30 @@ class BrokerServer:
             resp, total, errors = await self._fetch_once(hdr, req, v, resolved, direct)
             remaining = deadline - self._loop.time()
             if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or not keys:
+                records = sum(len(p.records or b"") for t in resp.responses for p in t.partitions)
+                resp.throttle_time_ms = self._throttle(conn, hdr.client_id, records)
                 return resp
             if seen != [self._versions.get(k, 0) for k in keys]:
                 continue        # data arrived while we read: look again rather than miss the wake-up
             await self._wait_for_data(keys, remaining)
+
+    def _throttle(self, conn, client_id: str | None, nbytes: int) -> int:
+        """Charge ``nbytes`` to the client's quota; the throttle time in ms (0 within quota)."""
+        rate = self.config.consumer_byte_rate
+        if not rate or nbytes <= 0:
+            return 0
+        now = self._loop.time()
+        key = client_id or ""
+        clock = max(self._quota_clock.get(key, now), now) + nbytes / rate
+        self._quota_clock[key] = clock
+        delay = clock - now
+        # Kafka allows a quota window's worth of burst before throttling (1 s samples here).
+        if delay <= 1.0:
+            return 0
+        ms = int((delay - 1.0) * 1000)
+        conn.muted_until = now + ms / 1000
+        self.throttled_ms_total[key] = self.throttled_ms_total.get(key, 0) + ms
+        return ms
 
     async def _fetch_once(self, hdr, req, v, resolved, direct):
         R = m.FetchResponse
