@@ -362,8 +362,13 @@ def transport_only(options: dict, bootstrap: str, threads: int, direct: bool) ->
         n = calls = 0
         with BrokerClient({"bootstrap.servers": bootstrap, "client.id": "bench-transport"}) as client:
             while offset < end:
-                data = client.fetch(topic, partition, offset).records
+                res = client.fetch(topic, partition, offset)
                 calls += 1
+                if res.partition.error_code:
+                    from kafka_tiered_source.protocol.errors import lookup
+                    raise RuntimeError(f"{topic}-{partition} offset {offset}: broker answered "
+                                       f"{lookup(res.partition.error_code).name}")
+                data = res.records
                 last = None
                 for h in iter_headers(data):
                     last = h

@@ -54,6 +54,9 @@ class TaskReader:
         if self._fetcher is None:
             from .storage.registry import create_fetcher
             config = self.options.storage
+            if not (config.fetcher or config.fetcher_class):
+                # the planner only plans direct reads of segments with a presigned URL then
+                config = config.replace(fetcher="presigned")
             quota = getattr(self.metrics, "quota", None)
             if quota is not None and quota.bytes_per_second:
                 # The quota is charged after each GET; parts fetched in parallel would all be

@@ -24,6 +24,8 @@ static PyMethodDef methods[] = {
     {"crc32c", kt_py_crc32c, METH_VARARGS, "crc32c(data, start=0, end=len) -> int"},
     {"check_batch", kt_py_check_batch, METH_VARARGS,
      "check_batch(data, pos, size, origin, verify_crc): magic and CRC-32C of one batch"},
+    {"fill_constant_columns", kt_py_fill_constant_columns, METH_VARARGS,
+     "fill_constant_columns(topic_utf8, partition, offsets, data, values): the topic and partition columns"},
     {"crc32c_impl", py_crc32c_impl, METH_NOARGS, "'sse4.2' or 'table'"},
     {NULL}};
 

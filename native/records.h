@@ -16,6 +16,9 @@ PyObject *kt_raise(const kt_error *e);
 /* A read-only buffer that owns malloc'd memory; pyarrow wraps it without a copy. */
 PyObject *kt_buffer_new(uint8_t *p, Py_ssize_t len, Py_ssize_t cap);
 
+/* records.c */
+PyObject *kt_py_fill_constant_columns(PyObject *self, PyObject *args);
+
 /* batch.c */
 PyObject *kt_py_crc32c(PyObject *self, PyObject *args);
 PyObject *kt_py_check_batch(PyObject *self, PyObject *args);

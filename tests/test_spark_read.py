@@ -15,7 +15,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql.types import StructType
 
-from broker_fixtures import FIXTURE_PARTITIONS, consume_kafka_python, fixture_segments
+from broker_fixtures import FIXTURE_PARTITIONS, consume_kafka_python, fixture_expected, fixture_segments
 from spark_helpers import (arrow_rows, b64, collect_rows, consumer_rows, expected_rows,
                            first_difference, load)
 from spark_session import spark  # noqa: F401  (fixture)
@@ -303,6 +303,34 @@ def test_presigned_urls_read_directly(sp, s3):
     assert_partitions_equal(got, S3_PARTITIONS, True)
     assert broker_counter(s3, GRANTS) > grants
     assert broker_counter(s3, BROKER_REMOTE_BYTES) == broker_remote
+
+
+def test_with_no_fetcher_configured_presigned_urls_are_used_and_rows_are_the_same(sp, s3):
+    """Switching from Spark's "kafka" format by changing one word (no storage options): the
+    segments the broker hands out presigned URLs for are read directly."""
+    opts = {"kafka.bootstrap.servers": s3.bootstrap_servers, "includeHeaders": "true",
+            "subscribe": "orders,payments", "kafka.isolation.level": "read_committed"}
+    plan = plan_read(ReadOptions.parse(opts))
+    assert plan.remote_ranges and all(r.segment.presigned_url for r in plan.remote_ranges)
+    got = collect_rows(load(sp, opts))
+    assert_partitions_equal(got, S3_PARTITIONS, True)
+    stats = kts.last_read_stats(sp).total()
+    assert stats.remote_requests > 0 and stats.fallbacks == 0
+
+
+def test_with_no_fetcher_and_no_presigned_urls_everything_comes_through_the_broker(tmp_path):
+    with EmbeddedCluster(str(tmp_path / "data"), remote_storage=f"file://{tmp_path}/remote") as c:
+        c.import_log_dir("orders", 1, fixture_segments("orders", 1))
+        assert c.tier()
+        options = ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
+                                     "subscribe": "orders"})
+        plan = plan_read(options)
+        assert not plan.remote_ranges and plan.broker_ranges
+        reader = TaskReader(options)
+        rows = sum(b.num_rows for t in plan.tasks for b in reader.read(t))
+        reader.close()
+    assert rows == len(fixture_expected("orders", 1, False))
+    assert reader.metrics.snapshot().total().remote_requests == 0
 
 
 def test_s3_failing_during_the_spark_job_falls_back(sp, s3):

@@ -90,6 +90,10 @@ class Planner:
         self.client = client
         self.fetcher = fetcher
         self.iso = 1 if options.read_committed else 0
+        storage = options.storage
+        # With no fetcher configured, a segment can still be read directly when the broker
+        # hands out a presigned URL for it; anything else goes through the brokers.
+        self.storage_configured = bool(storage.fetcher or storage.fetcher_class)
 
     # -- 1. topics and partitions --------------------------------------------------------------
     def topic_partitions(self) -> list[tuple[str, int, bytes]]:
@@ -251,7 +255,9 @@ class Planner:
             while answer is not None and offset < pr.end:
                 part = self._locate(pr, offset, INT32_MAX).partition if answer is probe else answer.partition
                 if not (part.remote_log_segment_end_position or 0) > (part.remote_log_segment_start_position or 0):
-                    break
+                    break   # an inconsistent hint: the broker serves the rest
+                if not self.storage_configured and not part.signed_remote_log_segment_location:
+                    break   # nothing to read the segment with: the broker serves the rest
                 seg = RemoteSegment(
                     topic=pr.topic, topic_id=pr.topic_id, partition=pr.partition,
                     segment_id=uuid_to_str(bytes(part.remote_log_segment_id)),

@@ -10,12 +10,22 @@ from .schema import HEADER_TYPE, TIMESTAMP_TYPE, kafka_schema
 RecordFormatError = _native.RecordFormatError
 check_batch = _native.check_batch
 crc32c = _native.crc32c
+_fill_constant_columns = _native.fill_constant_columns
 
 _STRUCT_TYPE = HEADER_TYPE.value_type
 
 
 def _validity(nulls, buf):
     return pa.py_buffer(buf) if nulls else None
+
+
+def _constant_columns(n, topic, partition):
+    """Buffers of the topic and partition columns (one value on every row), from Arrow's pool."""
+    name = topic.encode()
+    alloc = pa.allocate_buffer
+    c = (alloc(4 * (n + 1)), alloc(n * len(name)), alloc(4 * n))
+    _fill_constant_columns(name, partition, *c)
+    return c
 
 
 class Builder:
@@ -34,13 +44,14 @@ class Builder:
         t = self._b.finish()
         n = t[0]
         buf = pa.py_buffer
+        c = _constant_columns(n, topic, partition)
         arrays = [
             pa.Array.from_buffers(pa.binary(), n, [_validity(t[1], t[2]), buf(t[3]), buf(t[4])],
                                   null_count=t[1]),
             pa.Array.from_buffers(pa.binary(), n, [_validity(t[5], t[6]), buf(t[7]), buf(t[8])],
                                   null_count=t[5]),
-            pa.repeat(pa.scalar(topic, pa.string()), n),
-            pa.repeat(pa.scalar(partition, pa.int32()), n),
+            pa.Array.from_buffers(pa.string(), n, [None, c[0], c[1]], null_count=0),
+            pa.Array.from_buffers(pa.int32(), n, [None, c[2]], null_count=0),
             pa.Array.from_buffers(pa.int64(), n, [None, buf(t[9])], null_count=0),
             pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, buf(t[10])], null_count=0),
             pa.Array.from_buffers(pa.int32(), n, [None, buf(t[11])], null_count=0),

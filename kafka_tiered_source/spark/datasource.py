@@ -15,12 +15,15 @@ segments, native decoding into Arrow, broker fetch for the rest and as the fallb
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .options import ReadOptions
 from .schema import ddl
+
+log = logging.getLogger(__name__)
 
 
 class KafkaTieredDataSource(DataSource):
@@ -112,8 +115,13 @@ def plan_read(options: ReadOptions):
     if options.offline:
         from ..planning.offline import plan_offline
         return plan_offline(options)
+    storage = options.storage
+    configured = bool(storage.fetcher or storage.fetcher_class)
+    if options.fetch_remote_enabled and not configured:
+        log.warning("no remote.storage.fetcher is set: tiered segments are read directly only where "
+                    "the broker hands out presigned URLs; the rest is fetched through the brokers")
     with BrokerClient(client_properties(options)) as client:
-        fetcher = create_fetcher(options.storage) if options.fetch_remote_enabled else None
+        fetcher = create_fetcher(storage) if options.fetch_remote_enabled and configured else None
         try:
             return Planner(options, client, fetcher).plan()
         finally:
