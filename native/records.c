@@ -796,7 +796,12 @@ PyObject *kt_py_fill_constant_columns(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t n = vals.len / 4, tl = topic.len;
     PyObject *ret = NULL;
-    if (offs.len < 4 * (n + 1) || (n > 0 && tl > (INT32_MAX - tl) / n) || data.len < n * tl) {
+    if (n > 0 && tl > (INT32_MAX - tl) / n) {   /* Arrow string offsets are int32 */
+        PyErr_Format(PyExc_ValueError, "topic column of %zd rows of a %zd-byte name passes 2 GiB",
+                     n, tl);
+        goto done;
+    }
+    if (offs.len < 4 * (n + 1) || data.len < n * tl) {
         PyErr_SetString(PyExc_ValueError, "fill_constant_columns: buffers too small");
         goto done;
     }

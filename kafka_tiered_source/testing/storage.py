@@ -354,6 +354,22 @@ class BrokerStorage:
                 part.save()
                 return part.offsets()
 
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Delete a topic as Kafka's DeleteTopics does: it vanishes from metadata at once (later
+        requests get UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID), its local logs are removed
+        and its tiered segments are deleted from remote storage."""
+        with self._lock:
+            info = self.topic(name)
+            parts = [self._partitions.pop((name, p)) for p in range(info.partitions)]
+            del self._topics[name]
+            self._save_topics()
+        for part in parts:
+            with part.lock:
+                if part.remote is not None:
+                    part.remote.delete_below(part.remote.highest_offset + 1)
+                shutil.rmtree(part.dir, ignore_errors=True)
+        return info
+
     # ---------------------------------------------------------------------------- writes
     def append(self, topic: str, partition: int, records: bytes) -> AppendResult:
         """Append a Produce request's record batches.  Raises :class:`StorageError`
@@ -376,6 +392,26 @@ class BrokerStorage:
         part = self._part(topic, partition)
         with part.lock:
             part.log.roll()
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """Kafka's DeleteRecords: advance the log start offset to ``before_offset`` (at most the
+        high watermark) and drop the whole segments, local and tiered, that lie below it.
+        Returns the new log start offset; reads below it get OFFSET_OUT_OF_RANGE."""
+        part = self._part(topic, partition)
+        with part.lock:
+            o = part.offsets()
+            if not 0 <= before_offset <= o.high_watermark:
+                raise StorageError("OFFSET_OUT_OF_RANGE",
+                                   f"delete_records: offset {before_offset} is outside [0, "
+                                   f"{o.high_watermark}]", topic=topic, partition=partition)
+            if before_offset <= part.log_start_offset:
+                return part.log_start_offset
+            part.log_start_offset = before_offset
+            part.save()
+            if part.remote is not None:
+                part.remote.delete_below(before_offset)
+            part.log.delete_segments_before(before_offset)
+            return part.log_start_offset
 
     def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of each open transaction."""

@@ -278,6 +278,35 @@ class RemotePartition:
         self._save()
         return meta
 
+    def object_keys(self, meta: RemoteSegmentMetadata) -> list[str]:
+        """Every object ``copy`` wrote for ``meta``."""
+        if meta.layout == LAYOUT_AIVEN:
+            stem = meta.log_key[: -len(aiven.SUFFIX_LOG)]
+            return [stem + suffix for suffix in aiven.SUFFIXES]
+        stem = meta.log_key[: -len(".log")]
+        return [stem + suffix for suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot",
+                                             ".leader_epoch_checkpoint")]
+
+    def delete_below(self, offset: int) -> list[RemoteSegmentMetadata]:
+        """Delete every remote segment that ends below ``offset`` (objects, local index copies,
+        metadata), as Kafka's RemoteLogManager does once the log start offset passes them."""
+        gone = [s for s in self.segments if s.end_offset < offset]
+        if not gone:
+            return []
+        self.segments = [s for s in self.segments if s.end_offset >= offset]
+        self._save()      # first: a crash leaves orphan objects, never metadata without objects
+        for meta in gone:
+            for key in self.object_keys(meta):
+                if self.store.exists(key):
+                    self.store.delete(key)
+            for suffix in (".index", ".timeindex", ".txnindex", ".batches"):
+                try:
+                    os.remove(self._local(meta, suffix))
+                except FileNotFoundError:
+                    pass
+            self._cache = {k: v for k, v in self._cache.items() if k[0] != meta.segment_id}
+        return gone
+
     # -- fetch
     def _manifest(self, meta) -> aiven.SegmentManifest:
         key = (meta.segment_id, "manifest")

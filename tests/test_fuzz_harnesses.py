@@ -1,0 +1,143 @@
+"""CI-sized pass of the fuzz harnesses in ``benchmarks/fuzz_all.py`` plus a replay of every
+input saved under ``tests/regressions/<harness>/``.
+
+The contract (see the harness module): on any bytes, only KafkaTieredError subclasses may
+escape.  Here each harness runs on its valid seeds and on a fixed number of deterministic
+mutations of them (seeded RNG, so a failure reproduces); the long coverage-guided runs are
+``python benchmarks/fuzz_all.py`` (docs/fuzzing.md).
+"""
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+
+import pytest
+
+from benchmarks import fuzz_all
+from broker_fixtures import cluster_factory  # noqa: F401  (fixture)
+from kafka_tiered_source.protocol import codec
+from kafka_tiered_source.protocol.messages import REQUESTS, ApiVersionsRequest, ApiVersionsResponse
+from kafka_tiered_source.protocol.random_values import random_message
+
+pytestmark = pytest.mark.decoder
+
+REGRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions")
+RUNS = {"decode_native": 1500, "decode_python": 1000, "decode_diff": 600, "request": 3000,
+        "response": 3000, "manifest": 2000, "custom_metadata": 2000, "chunk_index": 1500}
+
+
+def _regression_inputs():
+    out = []
+    for name in sorted(os.listdir(REGRESSIONS)) if os.path.isdir(REGRESSIONS) else ():
+        d = os.path.join(REGRESSIONS, name)
+        if os.path.isdir(d):
+            out += [(name, os.path.join(d, f)) for f in sorted(os.listdir(d))]
+    return out
+
+
+def test_every_harness_has_a_ci_budget():
+    assert sorted(RUNS) == sorted(fuzz_all.HARNESSES)
+
+
+@pytest.mark.parametrize("name", sorted(fuzz_all.HARNESSES))
+def test_seeds_are_valid_inputs(name):
+    """The seeds are accepted (not refused): otherwise mutations of them explore nothing."""
+    seeds = fuzz_all.seeds(name)
+    assert len(seeds) >= 4
+    refused = [i for i, s in enumerate(seeds) if fuzz_all.run_one(name, s) == "refused"]
+    assert not refused, f"{name}: seeds {refused} are refused"
+
+
+@pytest.mark.parametrize("name", sorted(fuzz_all.HARNESSES))
+def test_mutated_inputs_raise_only_project_errors(name):
+    seeds = fuzz_all.seeds(name)
+    rng = random.Random(f"ci-{name}")
+    refused = 0
+    for i in range(RUNS[name]):
+        data = fuzz_all.mutate(rng.choice(seeds), rng, seeds)
+        try:
+            refused += fuzz_all.run_one(name, data) == "refused"
+        except Exception as exc:   # noqa: BLE001 - the contract violation is the finding
+            raise AssertionError(f"{name}: mutation {i} ({data[:64].hex()}...) raised "
+                                 f"{type(exc).__name__}: {exc}") from exc
+    # the mutations do reach the error paths (a harness that refuses nothing tests nothing)
+    if name != "decode_diff":
+        assert refused > RUNS[name] // 20, f"{name}: only {refused} refusals"
+
+
+def test_regression_inputs_exist():
+    assert _regression_inputs(), "tests/regressions/ holds no inputs"
+
+
+@pytest.mark.parametrize("name, path", _regression_inputs(),
+                         ids=[f"{n}/{os.path.basename(p)}" for n, p in _regression_inputs()])
+def test_regression_input_keeps_the_contract(name, path):
+    with open(path, "rb") as f:
+        data = f.read()
+    fuzz_all.run_one(name, data)     # raises on anything but a KafkaTieredError
+
+
+# --------------------------------------------------------------------------------------------
+# the broker's handler path: fuzzed frames at a running EmbeddedCluster
+
+
+def _recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def _api_versions_ok(port) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(codec.encode_request(ApiVersionsRequest(), 0, 4242, "probe"))
+        head = _recv_exact(s, 4)
+        body = _recv_exact(s, struct.unpack(">i", head)[0])
+    corr, resp = codec.decode_response(body, ApiVersionsResponse, 0)
+    return corr == 4242 and resp.error_code == 0 and len(resp.api_keys) > 5
+
+
+def test_broker_keeps_serving_fuzzed_frames(cluster_factory, caplog):
+    """Mutated requests of every API and version, each correctly framed, sent to a live broker:
+    it answers or closes the connection, never dies, and still answers ApiVersions; no
+    connection ends in an unhandled exception."""
+    c = cluster_factory()
+    c.create_topic("fuzz", partitions=2)
+    rng = random.Random("broker-frames")
+    seeds = [codec.encode_request(random_message(cls, v, rng), v, rng.randint(0, 1 << 20), "fuzz",
+                                  framed=False)
+             for key, cls in sorted(REQUESTS.items())
+             for v in range(cls.VALID_VERSIONS.lo, cls.VALID_VERSIONS.hi + 1)]
+    answered = closed = 0
+    sock = None
+    with caplog.at_level("WARNING", logger="kafka_tiered_source"):
+        for i in range(400):
+            data = fuzz_all.mutate(rng.choice(seeds), rng, seeds) if i % 4 else rng.choice(seeds)
+            if sock is None:
+                sock = socket.create_connection(("127.0.0.1", c.port), timeout=10)
+            try:
+                sock.sendall(codec.frame(data))
+                sock.settimeout(0.5 if data[:2] == b"\x00\x00" else 10)   # Produce may be acks=0
+                head = _recv_exact(sock, 4)
+                if head is None or _recv_exact(sock, struct.unpack(">i", head)[0]) is None:
+                    raise ConnectionError
+                answered += 1
+            except socket.timeout:
+                sock.close()
+                sock = None
+            except (ConnectionError, OSError):
+                closed += 1
+                sock.close()
+                sock = None
+        if sock is not None:
+            sock.close()
+        assert _api_versions_ok(c.port)
+    assert answered > 50 and closed > 10, (answered, closed)
+    died = [r.getMessage() for r in caplog.records if r.getMessage().startswith("connection from")
+            and r.levelname == "ERROR"]
+    assert not died, died[:3]
