@@ -49,6 +49,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -170,6 +171,12 @@ def _spawn(args, *, env=None, expect: str, timeout: float = 60.0) -> tuple[subpr
             raise RuntimeError(f"{' '.join(args[:3])} exited ({p.wait()}): {''.join(lines)[-2000:]}")
         lines.append(line)
         if re.search(expect, line):
+            # keep reading what it prints, so a full pipe never blocks it (the last lines are kept)
+            def drain(out=p.stdout, tail=lines):
+                for more in out:
+                    tail.append(more)
+                    del tail[:-200]
+            threading.Thread(target=drain, daemon=True).start()
             return p, lines
     p.kill()
     raise RuntimeError(f"{' '.join(args[:3])} did not start in {timeout}s: {''.join(lines)[-2000:]}")

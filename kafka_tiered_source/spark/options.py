@@ -465,6 +465,10 @@ def _json(name: str, value: str, example: str):
     except _DuplicateKey as exc:
         raise ConfigError(f"Option '{name}' names {exc.key!r} twice. Expected e.g. {example}",
                           option=name) from None
+    except RecursionError:
+        # nested deeper than the JSON parser recurses: no offsets document looks like that
+        raise ConfigError(f"Option '{name}' is not valid JSON: nested too deeply. Expected e.g. "
+                          f"{example}", option=name) from None
 
 
 def _json_int(name: str, where: str, raw) -> int:

@@ -46,6 +46,11 @@ INDEX_NAMES = ("offset", "timestamp", "producerSnapshot", "leaderEpoch", "transa
 
 # TransformedChunksDeserializer refuses a binary chunk-size table larger than this.
 MAX_CHUNK_TABLE_SIZE = 10 * 1024 * 1024
+# A chunk index is held in memory as one size per chunk, so a manifest claiming billions of
+# chunks (originalChunkSize 1, originalFileSize 2^31-1) must be refused before it is built.
+# 2^20 chunks covers a 2 GiB segment (Kafka's int32 limit) with 2 KiB chunks; the plugin's
+# default is 4 MiB.
+MAX_CHUNK_COUNT = 1 << 20
 _INT32_MAX = 2**31 - 1
 
 
@@ -360,6 +365,11 @@ class ChunkIndex:
         if ocs <= 0:
             raise SegmentFormatError("manifest chunkIndex originalChunkSize must be positive",
                                      location=location)
+        if -(-ofs // ocs) > MAX_CHUNK_COUNT:
+            raise SegmentFormatError(
+                f"manifest chunkIndex originalFileSize {ofs} / originalChunkSize {ocs} gives "
+                f"{-(-ofs // ocs)} chunks, more than the {MAX_CHUNK_COUNT} this reader accepts",
+                location=location)
         if kind == "fixed":
             return cls.fixed(ocs, ofs, req("transformedChunkSize"), req("finalTransformedChunkSize"))
         if kind == "variable":
@@ -498,7 +508,8 @@ class SegmentManifest:
     def from_json(cls, data: bytes, *, location: str | None = None) -> "SegmentManifest":
         try:
             d = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            # RecursionError: nesting deeper than the interpreter's JSON decoder recursion
             pos = getattr(exc, "pos", None)
             raise SegmentFormatError(
                 "manifest is not valid JSON" + (f" (byte position {pos})" if pos is not None else ""),

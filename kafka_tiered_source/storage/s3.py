@@ -53,7 +53,8 @@ class S3Fetcher(ObjectStoreFetcher):
     def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
         from botocore.exceptions import (ClientError, ConnectTimeoutError, ReadTimeoutError,
                                          EndpointConnectionError, ConnectionClosedError,
-                                         ResponseStreamingError, HTTPClientError)
+                                         ResponseStreamingError, HTTPClientError,
+                                         FlexibleChecksumError, IncompleteReadError)
         from urllib3.exceptions import ProtocolError, ReadTimeoutError as U3ReadTimeout
         location = self._location(key)
         rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
@@ -81,6 +82,11 @@ class S3Fetcher(ObjectStoreFetcher):
                 HTTPClientError) as exc:
             raise RemoteConnectionError(f"connection failed: {type(exc).__name__}", location=location,
                                         backend=self.backend) from None
+        except (FlexibleChecksumError, IncompleteReadError) as exc:
+            # The body was damaged or cut in transit (botocore checked it against the answer's
+            # checksum or Content-Length): worth another GET, like a dropped connection.
+            raise RemoteConnectionError(f"body did not arrive intact: {type(exc).__name__}",
+                                        location=location, backend=self.backend) from None
 
     def list_objects(self, prefix: str = ""):
         """ListObjectsV2, page by page (1,000 keys per request)."""

@@ -1,0 +1,491 @@
+"""Object-store faults during direct reads (issue 9 part B), without Spark: a plan from
+``plan_read`` and every task run by ``TaskReader``, against a real moto S3 server behind
+fault-injecting HTTP proxies.
+
+Every fault must end in the same rows (retried, or fallen back to the broker) or in a clear
+error, and every offset must come out exactly once.  The metrics say which path was taken:
+``remote_errors`` counts failed GETs by error type, ``fallbacks`` the direct reads that fell back.
+"""
+from __future__ import annotations
+
+import http.client
+import http.server
+import threading
+
+import pytest
+
+from broker_fixtures import fixture_segments
+from spark_helpers import arrow_rows, expected_rows, first_difference
+from storage_servers import S3_KEY_ID, S3_SECRET, Blackhole, FaultProxy, MotoS3, Rule, free_port, unique, wait_port
+
+from kafka_tiered_source.errors import DataLossError
+from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.testing import EmbeddedCluster
+
+pytestmark = [pytest.mark.decoder]
+
+TOPIC, PART = "orders", 0
+BUCKET = "tiered"
+WANT = expected_rows(TOPIC, PART, False)
+BROKER_REMOTE_BYTES = "remote_fetch_bytes_total"
+
+
+# ---------------------------------------------------------------------------------------------
+# a proxy that damages bodies (FaultProxy answers whole, well-formed responses only)
+
+
+class BodyFaultProxy:
+    """HTTP/1.1 reverse proxy in front of moto.  For a GET whose path contains ``match`` (at
+    most ``times`` times, None = always) it damages the body:
+
+    * ``"close-early"``: promises the real Content-Length, sends ``keep`` of the bytes, then
+      closes the connection (a body cut off in transit);
+    * ``"short-length"``: sends a well-formed response whose Content-Length (and body) hold only
+      ``keep`` of the bytes, without the object checksum headers (a store or middlebox that
+      answers fewer bytes than asked for, as real S3 sends no checksum for a ranged GET);
+    * ``"short-length-checksum"``: the same, keeping moto's ``x-amz-checksum-*`` headers, which
+      then no longer match the body;
+    * ``"corrupt"``: the whole body, one byte flipped at ``keep(len)`` (inside the first record
+      batch's CRC-covered bytes), no checksum headers: only the decoder's CRC-32C check can
+      tell.
+    """
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.rules: list[dict] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                with proxy.lock:
+                    rule = next((r for r in proxy.rules if r["match"] in self.path
+                                 and (r["times"] is None or r["hits"] < r["times"])), None)
+                    if rule is not None:
+                        rule["hits"] += 1
+                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                    conn.request("GET", self.path, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                keep = len(data) if rule is None or resp.status >= 300 else rule["keep"](len(data))
+                mode = rule["mode"] if rule is not None and resp.status < 300 else None
+                self.send_response(resp.status, resp.reason)
+                for k, v in resp.getheaders():
+                    if k.lower() in ("connection", "keep-alive", "transfer-encoding", "content-length"):
+                        continue
+                    if mode in ("short-length", "corrupt") and k.lower().startswith("x-amz-checksum"):
+                        continue
+                    self.send_header(k, v)
+                short = mode in ("short-length", "short-length-checksum")
+                self.send_header("Content-Length", str(keep if short else len(data)))
+                if mode == "close-early":
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                if mode == "corrupt":
+                    data = data[:keep] + bytes([data[keep] ^ 0xFF]) + data[keep + 1:]
+                    keep = len(data)
+                self.wfile.write(data[:keep] if mode else data)
+                if mode == "close-early":
+                    self.wfile.flush()
+                    self.close_connection = True
+
+        self.port = free_port()
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        wait_port(self.port)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def add(self, match: str, mode: str, *, times: int | None = None, keep=lambda n: n // 2) -> dict:
+        rule = {"match": match, "mode": mode, "times": times, "keep": keep, "hits": 0}
+        with self.lock:
+            self.rules.append(rule)
+        return rule
+
+    def reset(self):
+        with self.lock:
+            self.rules.clear()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture(scope="module")
+def moto():
+    server = MotoS3().start()
+    server.client().create_bucket(Bucket=BUCKET)
+    yield server
+    server.stop()
+
+
+def s3_cluster(moto, base, prefix: str) -> EmbeddedCluster:
+    c = EmbeddedCluster(str(base / "data"), remote_storage=f"s3://{BUCKET}/{prefix}",
+                        s3_endpoint_url=moto.endpoint, s3_region="us-east-1",
+                        s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET)
+    c.start()
+    c.import_log_dir(TOPIC, PART, fixture_segments(TOPIC, PART))
+    assert c.tier()
+    c.prefix = prefix
+    return c
+
+
+@pytest.fixture(scope="module")
+def cluster(moto, tmp_path_factory):
+    """orders-0 (8557 records, 300 KB segments) tiered to moto S3; the last segment stays
+    local, so every read has a broker tail too."""
+    c = s3_cluster(moto, tmp_path_factory.mktemp("faults-s3"), "kt/")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(moto):
+    p = FaultProxy(moto.port).start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture(scope="module")
+def body_proxy(moto):
+    p = BodyFaultProxy(moto.port)
+    yield p
+    p.stop()
+
+
+@pytest.fixture(autouse=True)
+def _clean_proxies(request):
+    yield
+    for name in ("proxy", "body_proxy"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name).reset()
+
+
+def options(c, endpoint: str, *, bucket: str = BUCKET, **extra) -> ReadOptions:
+    return ReadOptions.parse({
+        "kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": TOPIC, "includeHeaders": "true",
+        "remote.storage.fetcher": "s3", "remote.storage.s3.bucket": bucket,
+        "remote.storage.prefix": c.prefix, "remote.storage.s3.endpoint": endpoint,
+        "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": S3_KEY_ID,
+        "remote.storage.s3.secret.access.key": S3_SECRET,
+        "partition.target.bytes": str(1024 * 1024),
+        "fetch.remote.retry.backoff.ms": "5", "fetch.remote.retry.backoff.max.ms": "20", **extra})
+
+
+def read_all(opts, tasks=None, reader=None):
+    """Run every task; (batches, totals, number of tiered ranges read)."""
+    plan = plan_read(opts) if tasks is None else None
+    tasks = plan.tasks if tasks is None else tasks
+    reader = reader or TaskReader(opts)
+    try:
+        batches = [b for t in tasks for b in reader.read(t)]
+    finally:
+        reader.close()
+    return batches, reader.metrics.snapshot().total()
+
+
+def offsets_of(batches) -> list:
+    return [o for b in batches for o in b.column(b.schema.get_field_index("offset")).to_pylist()]
+
+
+def assert_rows(batches, want=WANT):
+    offs = offsets_of(batches)
+    assert len(offs) == len(set(offs)), "an offset came out twice"
+    got = arrow_rows(batches).get((TOPIC, PART), [])
+    assert got == want, first_difference(got, want)
+
+
+def n_remote_ranges(opts) -> int:
+    return len(plan_read(opts).remote_ranges)
+
+
+def remote_tasks(plan) -> int:
+    """Tasks with a tiered range.  A failed direct read falls back once per task and partition:
+    the rest of that partition in the task is fetched through the broker without a GET."""
+    return sum(1 for t in plan.tasks if any(r in plan.remote_ranges for r in t.ranges))
+
+
+def broker_remote_bytes(c) -> float:
+    return c.storage.metrics.get(BROKER_REMOTE_BYTES)
+
+
+# ---------------------------------------------------------------------------------------------
+# the baseline: no fault, every byte direct
+
+
+def test_no_fault_reads_directly(cluster, proxy):
+    opts = options(cluster, proxy.endpoint)
+    before = broker_remote_bytes(cluster)
+    batches, stats = read_all(opts)
+    assert_rows(batches)
+    assert stats.fallbacks == 0 and stats.remote_failed == 0 and stats.remote_bytes > 0
+    assert broker_remote_bytes(cluster) == before
+    assert proxy.gets_for(".log") == n_remote_ranges(opts)
+
+
+# ---------------------------------------------------------------------------------------------
+# 500 / 503 / throttling
+
+
+ERRORS = {
+    "500": (500, b"<Error><Code>InternalError</Code><Message>We encountered an internal error</Message></Error>",
+            "RemoteServerError"),
+    "503-slowdown": (503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>",
+                     "RemoteThrottled"),
+    "429": (429, b"<Error><Code>TooManyRequests</Code><Message>slow down</Message></Error>", "RemoteThrottled"),
+    "503-unavailable": (503, b"<Error><Code>ServiceUnavailable</Code><Message>Service is unable to handle "
+                             b"request.</Message></Error>", "RemoteServerError"),
+}
+
+
+@pytest.mark.parametrize("name", list(ERRORS))
+def test_transient_error_is_retried_then_succeeds(cluster, proxy, name):
+    status, body, error_type = ERRORS[name]
+    opts = options(cluster, proxy.endpoint)
+    rule = proxy.add(Rule(match=".log", status=status, body=body, times=2,
+                          headers={"Content-Type": "application/xml"}))
+    before = broker_remote_bytes(cluster)
+    batches, stats = read_all(opts)
+    assert rule.hits == 2
+    assert_rows(batches)
+    assert stats.fallbacks == 0
+    assert stats.remote_errors == {error_type: 2}
+    # each failed attempt is a GET the store bills; the successful ones add one per range
+    assert stats.remote_requests == n_remote_ranges(opts) + 2 + _manifest_gets(stats, opts)
+    if error_type == "RemoteThrottled":
+        assert stats.storage_throttled_s > 0
+    assert broker_remote_bytes(cluster) == before
+
+
+def _manifest_gets(stats, opts) -> int:
+    """GETs of Aiven manifests: one per segment read (cached per fetcher)."""
+    return len({r.segment.segment_id for r in plan_read(opts).remote_ranges})
+
+
+@pytest.mark.parametrize("name", ["500", "503-slowdown", "429"])
+def test_error_past_all_retries_falls_back_to_the_broker(cluster, proxy, name):
+    status, body, error_type = ERRORS[name]
+    opts = options(cluster, proxy.endpoint, **{"fetch.remote.retry.max.attempts": "3"})
+    ranges = remote_tasks(plan_read(opts))
+    proxy.add(Rule(match=".log", status=status, body=body, headers={"Content-Type": "application/xml"}))
+    before = broker_remote_bytes(cluster)
+    batches, stats = read_all(opts)
+    assert_rows(batches)
+    # the first tiered range of every task failed its 3 attempts, then the task's tiered
+    # ranges came through the broker
+    assert stats.remote_errors == {error_type: 3 * ranges}
+    assert stats.fallbacks == ranges and stats.fallback_bytes > 0
+    assert broker_remote_bytes(cluster) > before
+
+
+# ---------------------------------------------------------------------------------------------
+# timeouts
+
+
+def test_connect_timeout_falls_back_and_is_counted(cluster):
+    hole = Blackhole()
+    try:
+        opts = options(cluster, hole.endpoint, **{"fetch.remote.connect.timeout.ms": "200"})
+        plan = plan_read(opts)
+        batches, stats = read_all(opts, plan.tasks)
+    finally:
+        hole.close()
+    assert_rows(batches)
+    # the first GET of each range (its segment's manifest) timed out: no retry, straight to
+    # the broker
+    assert stats.remote_errors == {"RemoteTimeout": remote_tasks(plan)}
+    assert stats.fallbacks == remote_tasks(plan)
+    assert stats.remote_bytes == 0
+
+
+def test_read_timeout_falls_back_and_is_counted(cluster, proxy):
+    opts = options(cluster, proxy.endpoint, **{"fetch.remote.read.timeout.ms": "300"})
+    ranges = remote_tasks(plan_read(opts))
+    stall = proxy.add(Rule(match=".log", stall_s=5.0))
+    batches, stats = read_all(opts)
+    assert_rows(batches)
+    assert stall.hits == ranges
+    assert stats.remote_errors == {"RemoteTimeout": ranges}
+    assert stats.fallbacks == ranges
+
+
+# ---------------------------------------------------------------------------------------------
+# damaged bodies
+
+
+def test_body_cut_off_in_transit_is_retried(cluster, body_proxy):
+    opts = options(cluster, body_proxy.endpoint)
+    rule = body_proxy.add(".log", "close-early", times=1)
+    batches, stats = read_all(opts)
+    assert rule["hits"] == 1
+    assert_rows(batches)
+    assert stats.fallbacks == 0
+    assert stats.remote_errors == {"RemoteConnectionError": 1}
+
+
+def test_body_always_cut_off_falls_back(cluster, body_proxy):
+    opts = options(cluster, body_proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
+    ranges = remote_tasks(plan_read(opts))
+    body_proxy.add(".log", "close-early")
+    batches, stats = read_all(opts)
+    assert_rows(batches)
+    assert stats.remote_errors == {"RemoteConnectionError": 2 * ranges}
+    assert stats.fallbacks == ranges
+
+
+@pytest.mark.parametrize("keep", [lambda n: n // 2, lambda n: 0, lambda n: n - 1],
+                         ids=["half", "nothing", "one-byte-short"])
+def test_short_body_with_matching_content_length_falls_back(cluster, body_proxy, keep):
+    """A well-formed answer with fewer bytes than the range asked for: the reader notices the
+    offsets it was promised are missing and fetches them through the broker; never a row
+    less, never a row twice."""
+    opts = options(cluster, body_proxy.endpoint)
+    ranges = remote_tasks(plan_read(opts))
+    body_proxy.add(".log", "short-length", keep=keep)
+    batches, stats = read_all(opts)
+    assert_rows(batches)
+    assert stats.fallbacks == ranges
+    assert stats.remote_failed == 0      # every GET "succeeded"; the shortfall is the reader's find
+
+
+def test_short_body_that_fails_its_checksum_is_retried_then_falls_back(cluster, body_proxy):
+    """moto sends the object's checksum; botocore finds the cut body does not match it.  That
+    is a damaged transfer: retried, then the broker (it used to escape as a raw botocore
+    FlexibleChecksumError and kill the task)."""
+    opts = options(cluster, body_proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
+    ranges = remote_tasks(plan_read(opts))
+    body_proxy.add(".log", "short-length-checksum")
+    batches, stats = read_all(opts)
+    assert_rows(batches)
+    assert stats.remote_errors == {"RemoteConnectionError": 2 * ranges}
+    assert stats.fallbacks == ranges
+
+
+def test_corrupt_body_fails_the_task_naming_object_and_position(cluster, body_proxy):
+    """Bytes that arrive whole but wrong (no checksum to catch them in transit) are caught by
+    the batch CRC: the read stops with a CorruptRecordError naming where, never wrong rows.
+    (In Spark the task fails and is retried: test_faults_spark.)"""
+    from kafka_tiered_source.errors import CorruptRecordError
+    opts = options(cluster, body_proxy.endpoint)
+    plan = plan_read(opts)
+    first_remote = next(r for r in plan.remote_ranges)
+    body_proxy.add(".log", "corrupt", times=1, keep=lambda n: 70)
+    reader = TaskReader(opts)
+    with pytest.raises(CorruptRecordError) as info:
+        read_all(opts, plan.tasks, reader)
+    assert info.value.base_offset == first_remote.offset_start
+    assert "crc" in str(info.value).lower()
+
+
+def test_short_body_that_fails_its_checksum_once_is_retried(cluster, body_proxy):
+    opts = options(cluster, body_proxy.endpoint)
+    rule = body_proxy.add(".log", "short-length-checksum", times=1)
+    batches, stats = read_all(opts)
+    assert rule["hits"] == 1
+    assert_rows(batches)
+    assert stats.fallbacks == 0 and stats.remote_errors == {"RemoteConnectionError": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# objects deleted in the middle of a read
+
+
+def _reader_view(moto, prefix: str) -> str:
+    """A copy of the tiered objects in a bucket of the reader's own (the broker's copy stays,
+    so the broker can still serve what the reader's view lost)."""
+    client = moto.client()
+    view = unique("view-")
+    client.create_bucket(Bucket=view)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+        for obj in page.get("Contents", ()):
+            client.copy_object(Bucket=view, Key=obj["Key"], CopySource={"Bucket": BUCKET, "Key": obj["Key"]})
+    return view
+
+
+def _delete_logs(moto, bucket: str) -> int:
+    client = moto.client()
+    keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in page.get("Contents", ()) if o["Key"].endswith(".log")]
+    for k in keys:
+        client.delete_object(Bucket=bucket, Key=k)
+    return len(keys)
+
+
+def test_objects_deleted_after_the_first_range_fall_back(cluster, moto):
+    view = _reader_view(moto, cluster.prefix)
+    opts = options(cluster, moto.endpoint, bucket=view)
+    plan = plan_read(opts)
+    remote_tasks = [t for t in plan.tasks if any(r in plan.remote_ranges for r in t.ranges)]
+    assert len(remote_tasks) >= 3
+    reader = TaskReader(opts)
+    first = list(reader.read(plan.tasks[0]))
+    assert reader.metrics.snapshot().total().fallbacks == 0
+    assert _delete_logs(moto, view) > 0
+    rest, stats = read_all(opts, plan.tasks[1:], reader)
+    assert_rows(first + rest)
+    later_ranges = sum(1 for t in plan.tasks[1:] if any(r in plan.remote_ranges for r in t.ranges))
+    assert stats.fallbacks == later_ranges
+    assert stats.remote_errors == {"RemoteObjectNotFound": later_ranges}
+
+
+@pytest.fixture
+def own_cluster(moto, tmp_path):
+    c = s3_cluster(moto, tmp_path, unique("ret-") + "/")
+    yield c
+    c.stop()
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_objects_deleted_by_retention_after_planning(own_cluster, moto, fail_on_data_loss):
+    """Retention moves the log start offset past the offsets of the next tasks after planning
+    (the broker deletes the segments below it from S3): with failOnDataLoss=true the read stops
+    with a DataLossError naming the partition and the lost offsets; with false exactly the
+    offsets whose data is gone are skipped."""
+    c = own_cluster
+    opts = options(c, moto.endpoint, failOnDataLoss=str(fail_on_data_loss).lower())
+    plan = plan_read(opts)
+    reader = TaskReader(opts)
+    first = list(reader.read(plan.tasks[0]))
+    read_end = max(offsets_of(first)) + 1
+    segs = c.remote_segments(TOPIC, PART)
+    later = [s for s in segs if s.base_offset > read_end + 1000]
+    cut = later[0].base_offset + 10           # inside a tiered segment, past the next task
+    c.delete_records(TOPIC, PART, cut)
+    kept = min(s.base_offset for s in c.remote_segments(TOPIC, PART))
+    assert kept == later[0].base_offset
+    if fail_on_data_loss:
+        with pytest.raises(DataLossError) as info:
+            read_all(opts, plan.tasks[1:], reader)
+        text = str(info.value)
+        assert f"{TOPIC}-{PART}" in text and f"[{read_end}, {cut})" in text, text
+        return
+    rest, stats = read_all(opts, plan.tasks[1:], reader)
+    assert stats.fallbacks > 0 and stats.remote_errors.get("RemoteObjectNotFound", 0) > 0
+    got_offsets = set(offsets_of(first + rest))
+    # the deleted segments' offsets are skipped; the segment holding the new log start is
+    # still in storage: read directly, its records below the log start exist and come out once
+    # (through the broker they would be skipped too, so accept either, but nothing else)
+    straddle = {r["offset"] for r in WANT if kept <= r["offset"] < cut}
+    lost = {r["offset"] for r in WANT if read_end <= r["offset"] < kept}
+    assert not (got_offsets & lost)
+    assert got_offsets | lost | straddle == {r["offset"] for r in WANT}
+    assert straddle <= got_offsets or not (straddle & got_offsets)   # all of them or none
+    assert_rows(first + rest, [r for r in WANT if r["offset"] in got_offsets])
