@@ -17,6 +17,7 @@ Harnesses (``HARNESSES``; the same functions are run by ``tests/test_fuzz_harnes
 ``response``           ``protocol.codec.decode_response`` (client side; bytes 0-1 select the
                        API and version, the rest is the frame without its size prefix)
 ``manifest``           ``storage.aiven.SegmentManifest.from_json``
+``manifest_fields``    the same on well-formed JSON whose fields the input replaces or deletes
 ``custom_metadata``    ``storage.aiven.decode_custom_metadata``
 ``chunk_index``        Aiven's binary chunk-size table (raw, then zstd + base64 through
                        ``ChunkIndex.from_dict``) and range look-ups on the result
@@ -62,7 +63,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+    # appended, not prepended: a sanitizer build of the package on PYTHONPATH must win
+    sys.path.append(ROOT)
 FIXTURES = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "kafka-3.9.1", "segments")
 if not os.path.isdir(FIXTURES):
     FIXTURES = "/work/shared/fixtures/kafka-3.9.1/segments"
@@ -151,6 +153,47 @@ def h_manifest(data: bytes) -> None:
     m.segment_indexes.to_dict()
 
 
+_FIELD_VALUES = (None, -1, 0, 1, 255, 2**31 - 1, 2**31, 2**63, -2**63, 1.5, 1e308, "", "x", "AAAA",
+                 "!!", "KLUv/QQAAQA=", True, False, [], [1], {}, {"position": 1, "size": 2})
+
+
+def _leaf_paths(o, p=()):
+    yield p
+    if isinstance(o, dict):
+        for k in sorted(o):
+            yield from _leaf_paths(o[k], p + (k,))
+
+
+_MANIFEST_DOCS: list = []
+
+
+def h_manifest_fields(data: bytes) -> None:
+    """Structure-aware: byte 0 picks a valid manifest, then each byte pair replaces (or, value
+    index past the table, deletes) one field, so the JSON stays well-formed and the checks on
+    types, ranges and missing fields are what gets explored."""
+    import copy
+    import json
+    if not _MANIFEST_DOCS:
+        _MANIFEST_DOCS.extend(json.loads(s) for s in seeds("manifest"))
+    if not data:
+        return
+    doc = copy.deepcopy(_MANIFEST_DOCS[data[0] % len(_MANIFEST_DOCS)])
+    for i in range(1, len(data) - 1, 2):
+        paths = list(_leaf_paths(doc))[1:]
+        if not paths:
+            break
+        path = paths[data[i] % len(paths)]
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        v = data[i + 1]
+        if v >= len(_FIELD_VALUES) * 10:
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = copy.deepcopy(_FIELD_VALUES[v % len(_FIELD_VALUES)])
+    h_manifest(json.dumps(doc).encode())
+
+
 def h_custom_metadata(data: bytes) -> None:
     from kafka_tiered_source.storage.aiven import decode_custom_metadata
     decode_custom_metadata(data)
@@ -182,6 +225,7 @@ HARNESSES = {
     "request": h_request,
     "response": h_response,
     "manifest": h_manifest,
+    "manifest_fields": h_manifest_fields,
     "custom_metadata": h_custom_metadata,
     "chunk_index": h_chunk_index,
 }
@@ -256,6 +300,8 @@ def seeds(name: str) -> list[bytes]:
                                                  compression)
                 out.append(manifest.to_json())
         return out
+    if name == "manifest_fields":
+        return [bytes([i]) for i in range(8)]     # the valid manifests, unchanged
     if name == "custom_metadata":
         from kafka_tiered_source.storage.aiven import encode_custom_metadata
         return [encode_custom_metadata(remote_size=1234567), encode_custom_metadata(object_prefix="p/"),
@@ -309,6 +355,10 @@ def mutate(data: bytes, rng: random.Random, others: list[bytes]) -> bytes:
 
 def _fuzz(name: str, argv: list[str]) -> None:
     import atheris
+
+    import kafka_tiered_source
+    print(f"fuzzing {name} with kafka_tiered_source from {os.path.dirname(kafka_tiered_source.__file__)}",
+          file=sys.stderr, flush=True)
     corpus = [a for a in argv[1:] if not a.startswith("-")]
     if corpus:
         os.makedirs(corpus[0], exist_ok=True)
@@ -342,11 +392,12 @@ def _run_all(seconds: int, corpus_root: str, only: list[str]) -> int:
                                f"-max_total_time={seconds}", "-timeout=10", "-rss_limit_mb=4096",
                                f"-artifact_prefix={artifacts}", "-print_final_stats=1", corpus],
                               capture_output=True, text=True)
+        used = re.findall(r"fuzzing \S+ with kafka_tiered_source from (\S+)", proc.stderr)
         execs = re.findall(r"stat::number_of_executed_units:\s*(\d+)", proc.stderr)
         status = "ok" if proc.returncode == 0 else f"FAILED rc={proc.returncode}"
         failed += proc.returncode != 0
         print(f"{name:16s} {execs[-1] if execs else '?':>10s} execs  "
-              f"{time.monotonic() - t0:6.1f} s  {status}", flush=True)
+              f"{time.monotonic() - t0:6.1f} s  {status}  ({used[0] if used else '?'})", flush=True)
         if proc.returncode != 0:
             print("\n".join(proc.stderr.splitlines()[-30:]))
     return failed

@@ -94,36 +94,49 @@ class TaskReader:
         txn = {(i.topic, i.partition): i for i in task.txn}
         filters: dict = {}
         broker_only: set = set()    # partitions that fell back: the rest of them goes via broker
-        for r in task.ranges:
-            key = (r.topic, r.partition)
-            self.metrics.scope(r.topic, r.partition)
-            if isinstance(r, RemoteRange) and key not in broker_only:
-                flt = None
-                if committed:
-                    if key not in filters:
-                        info = txn.get(key)
-                        filters[key] = ReadCommittedFilter(
-                            [(a.producer_id, a.first_offset) for a in info.aborted] if info else (),
-                            info.last_stable_offset if info else None)
-                    flt = filters[key]
-                next_offset = yield from self._read_remote(r, flt)
-                if next_offset is not None:
-                    broker_only.add(key)
-                    yield from self._read_broker(r.topic, r.partition, next_offset, r.offset_end,
-                                                 fallback=True)
-            else:
-                self.metrics.count(ranges_broker=1)
-                yield from self._read_broker(r.topic, r.partition, r.offset_start, r.offset_end,
-                                             fallback=isinstance(r, RemoteRange))
+        remote = [r for r in task.ranges if isinstance(r, RemoteRange)]
+        prefetch = _RangePrefetcher(self.fetcher, remote, self.options.storage.concurrency) if remote else None
+        index = 0                   # position of the next tiered range in ``remote``
+        try:
+            for r in task.ranges:
+                key = (r.topic, r.partition)
+                self.metrics.scope(r.topic, r.partition)
+                if isinstance(r, RemoteRange):
+                    i, index = index, index + 1
+                    if key in broker_only:
+                        prefetch.skip(i)
+                else:
+                    i = None
+                if i is not None and key not in broker_only:
+                    flt = None
+                    if committed:
+                        if key not in filters:
+                            info = txn.get(key)
+                            filters[key] = ReadCommittedFilter(
+                                [(a.producer_id, a.first_offset) for a in info.aborted] if info else (),
+                                info.last_stable_offset if info else None)
+                        flt = filters[key]
+                    next_offset = yield from self._read_remote(r, flt, prefetch.pieces(i))
+                    if next_offset is not None:
+                        broker_only.add(key)
+                        yield from self._read_broker(r.topic, r.partition, next_offset, r.offset_end,
+                                                     fallback=True)
+                else:
+                    self.metrics.count(ranges_broker=1)
+                    yield from self._read_broker(r.topic, r.partition, r.offset_start, r.offset_end,
+                                                 fallback=isinstance(r, RemoteRange))
+        finally:
+            if prefetch is not None:
+                prefetch.close()
 
-    def _read_remote(self, r, flt):
+    def _read_remote(self, r, flt, pieces):
         """Generator: yields batches; returns None when done, or the offset to continue from
         through the broker after a failed or short direct read.
 
-        The range streams in parts (``fetch.remote.part.size.bytes``): the fetcher prefetches
-        the next parts on its threads while this one is decoded (the native decoder releases
-        the GIL), and Spark gets rows after the first part instead of after the whole range.
-        A batch cut by a part boundary is carried into the next part."""
+        The range streams in parts (``fetch.remote.part.size.bytes``) from the task's
+        :class:`_RangePrefetcher`, which fetches ahead while this part is decoded (the native
+        decoder releases the GIL), so Spark gets rows after the first part instead of after the
+        whole range.  A batch cut by a part boundary is carried into the next part."""
         from .records import decode_batches
         seg = r.segment
         self.metrics.count(ranges_remote=1)
@@ -132,7 +145,7 @@ class TaskReader:
         carry = b""
         received = 0
         try:
-            for piece in self.fetcher.iter_log_segment(seg, r.byte_start, r.byte_end):
+            for piece in pieces:
                 received += len(piece)
                 buf = b"".join((carry, piece)) if carry else piece
                 res = decode_batches(buf, topic=seg.topic, partition=seg.partition,
@@ -226,6 +239,108 @@ class TaskReader:
         log.warning("%s-%d: offsets [%d, %d) were deleted; skipping them", topic, partition, offset,
                     earliest)
         return earliest
+
+
+class _RangePrefetcher:
+    """Fetches a task's tiered ranges, in order, on one thread, a bounded number of parts ahead
+    of the decoder: the next range's first GETs are in flight while the current range is still
+    being decoded, so object-store latency overlaps with decoding and Spark.
+
+    It only runs ahead within the partition the reader is in (``pieces(i)`` moves it on), so a
+    GET is always counted under the topic-partition it was made for.  Memory: at most
+    ``depth`` parts queued, plus the fetcher's own in-flight parts.  A fetch error travels
+    through the queue and is raised from ``pieces(i)`` of the range it belongs to."""
+
+    _END = object()
+
+    def __init__(self, fetcher, ranges, depth: int):
+        import queue
+        import threading
+        self._keys = [(r.topic, r.partition) for r in ranges]
+        self._queue = queue.Queue(maxsize=max(1, depth))
+        self._skip: set = set()
+        self._stop = threading.Event()
+        self._cond = threading.Condition()
+        self._current = self._keys[0] if self._keys else None
+        self._wanted = 0          # the range the reader asked for last
+        self._thread = threading.Thread(target=self._run, args=(fetcher, ranges), daemon=True,
+                                        name="kafka-tiered-prefetch")
+        self._thread.start()
+
+    def _put(self, item) -> bool:
+        import queue
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, fetcher, ranges) -> None:
+        failed = False
+        for i, r in enumerate(ranges):
+            with self._cond:
+                # Stay within the partition being read (metrics attribution), and after a failed
+                # fetch wait for the reader's decision: it usually sends the rest of that
+                # partition through the broker, and GETs made before it knows are wasted.
+                self._cond.wait_for(lambda: self._stop.is_set() or i in self._skip or (
+                    self._current == self._keys[i] and (not failed or self._wanted >= i)))
+            if self._stop.is_set():
+                return
+            try:
+                if i not in self._skip:
+                    failed = False
+                    for piece in fetcher.iter_log_segment(r.segment, r.byte_start, r.byte_end):
+                        if i in self._skip or not self._put((i, piece)):
+                            break
+            except Exception as exc:   # handed to the reader, which decides (fallback or raise)
+                failed = True
+                if not self._put((i, exc)):
+                    return
+                continue
+            if not self._put((i, self._END)):
+                return
+
+    def skip(self, i: int) -> None:
+        """The reader will not read range ``i`` directly (its partition fell back)."""
+        with self._cond:
+            self._skip.add(i)
+            self._cond.notify_all()
+
+    def pieces(self, i: int):
+        """The parts of range ``i``, in order; raises the error its fetch ended with."""
+        import queue
+        with self._cond:
+            self._current = self._keys[i]
+            self._wanted = i
+            self._cond.notify_all()
+        while True:
+            try:
+                j, item = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                if not self._thread.is_alive():
+                    raise KafkaTieredError("the prefetch thread of this task stopped unexpectedly")
+                continue
+            if j < i:
+                continue        # the rest of a range the reader finished early, or skipped
+            if item is self._END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        import queue
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        try:
+            while True:
+                self._queue.get_nowait()
+        except queue.Empty:
+            pass
+        self._thread.join(timeout=5)
 
 
 def _batch_bytes(data, offset_start: int, offset_end: int) -> int:

@@ -8,6 +8,16 @@ checks that Spark really shows null there.
 """
 from __future__ import annotations
 
+import time
+
+import subprocess
+
+import signal
+
+import os
+
+import contextlib
+
 import base64
 
 from broker_fixtures import fixture_expected
@@ -87,3 +97,68 @@ def arrow_rows(batches) -> dict:
     for rows in out.values():
         rows.sort(key=lambda x: x["offset"])
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A Spark standalone cluster: a master and two workers from pyspark's own bin/spark-class.
+
+SPARK_HOME = os.path.dirname(__import__("pyspark").__file__)
+
+
+def spark_class(cls: str, args: list, env: dict, log_path: str) -> subprocess.Popen:
+    log = open(log_path, "wb")
+    try:
+        # spark-class execs the JVM, so the child is the JVM; its own session lets teardown
+        # signal the worker's executors (its children) too.
+        return subprocess.Popen([os.path.join(SPARK_HOME, "bin", "spark-class"), cls, *args],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, cwd=os.path.dirname(log_path),
+                                start_new_session=True)
+    finally:
+        log.close()
+
+
+def stop_process_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def standalone_cluster(base, workers: int = 2):
+    """A master and ``workers`` workers (1 core, 512 MiB each) on 127.0.0.1, with web UIs on
+    ports the JVMs pick themselves (port 0) and worker registration read from the master's log,
+    so no other process's port can be mistaken for ours on a shared machine.  Yields
+    ``(master url, env, master log path)``."""
+    from spark_session import spark_env
+    from storage_servers import free_port, wait_port
+    env = {**os.environ, **spark_env(), "SPARK_HOME": SPARK_HOME, "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_LOCAL_DIRS": str(base / "local"), "SPARK_WORKER_DIR": str(base / "work")}
+    master_port = free_port()
+    master_log = base / "master.log"
+    procs = []
+    try:
+        procs.append(spark_class("org.apache.spark.deploy.master.Master",
+                                 ["--host", "127.0.0.1", "--port", str(master_port), "--webui-port", "0"],
+                                 env, str(master_log)))
+        wait_port(master_port, 60, procs[0])
+        url = f"spark://127.0.0.1:{master_port}"
+        for i in range(workers):
+            procs.append(spark_class("org.apache.spark.deploy.worker.Worker",
+                                     [url, "--host", "127.0.0.1", "--cores", "1", "--memory", "512m",
+                                      "--webui-port", "0", "--work-dir", str(base / f"work{i}")],
+                                     env, str(base / f"worker{i}.log")))
+        deadline = time.monotonic() + 60
+        while master_log.read_text(errors="replace").count("Registering worker") < workers:
+            for p in procs:
+                assert p.poll() is None, f"a Spark daemon exited with {p.returncode}"
+            assert time.monotonic() < deadline, master_log.read_text(errors="replace")[-3000:]
+            time.sleep(0.3)
+        yield url, env, master_log
+    finally:
+        for p in reversed(procs):
+            stop_process_group(p)

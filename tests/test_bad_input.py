@@ -135,7 +135,7 @@ def test_unknown_topic_is_named_at_planning(cluster_factory):
     with pytest.raises(KafkaTieredError) as ei:
         plan_read(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
                                      "subscribe": "present,no-such-topic"}))
-    assert "no-such-topic" in str(ei.value)
+    assert "'no-such-topic' does not exist" in str(ei.value)
 
 
 def test_unknown_topic_in_assign_is_named(cluster_factory):
@@ -143,7 +143,16 @@ def test_unknown_topic_in_assign_is_named(cluster_factory):
     with pytest.raises(KafkaTieredError) as ei:
         plan_read(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
                                      "assign": '{"ghost-topic": [0]}'}))
-    assert "ghost-topic" in str(ei.value)
+    assert "'ghost-topic' does not exist" in str(ei.value)
+
+
+def test_unknown_partition_in_assign_is_named(cluster_factory):
+    c = cluster_factory()
+    c.create_topic("present")
+    with pytest.raises(ConfigError) as ei:
+        plan_read(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
+                                     "assign": '{"present": [0, 7]}'}))
+    assert "present-7" in str(ei.value)
 
 
 def test_empty_topic_and_empty_partition_read_zero_rows(cluster_factory, tmp_path):
@@ -175,6 +184,21 @@ def test_record_over_100_mb_is_read_directly(cluster_factory, tmp_path):
     assert rows[0][1] == b"before" and rows[2][1] == b"after"
     assert rows[1][1] == big
     assert stats.fallbacks == 0 and stats.remote_bytes > 100_000_000
+
+
+def test_record_over_100_mb_is_read_through_the_broker(cluster_factory, tmp_path):
+    """The same record not tiered, read with fetch.remote.enabled=false: one Fetch answer of
+    100 MB through the broker client, intact."""
+    big = b"z" * 100_000_001
+    c = cluster_factory(remote_storage=f"file://{tmp_path}/remote")
+    c.create_topic("huge")
+    for i, v in enumerate((b"before", big, b"after")):
+        c.append("huge", 0, make_batch([v], i))
+    rows, stats, plan = rows_of(storage_options(c, tmp_path / "remote", subscribe="huge",
+                                                **{"fetch.remote.enabled": "false"}))
+    assert not plan.remote_ranges
+    assert [o for o, _ in rows] == [0, 1, 2] and rows[1][1] == big
+    assert stats.broker_bytes > 100_000_000
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ deletion are the embedded broker's own ``delete_records`` / ``delete_topic``.
 """
 from __future__ import annotations
 
+import pathlib
 import socket
 import struct
 import threading
@@ -63,6 +64,7 @@ class KafkaProxy:
         self.port = free_port()
         self.faults: list = []
         self.log: list = []
+        self.fired: list = []
         self.connections = 0
         self.lock = threading.Lock()
         self.sock = socket.socket()
@@ -132,6 +134,8 @@ class KafkaProxy:
                     for fault in self.faults:
                         action = fault(key, version, frame)
                         if action is not None:
+                            # where in the request log the fault struck
+                            self.fired.append(len(self.log))
                             break
                 if action and action[0] == "cut":
                     client.sendall(frame[:action[1]])
@@ -142,14 +146,6 @@ class KafkaProxy:
                 client.sendall(frame)
         except OSError:
             self._shut(client, upstream)
-
-    def requests(self, api_key: int) -> int:
-        with self.lock:
-            return sum(1 for k, _ in self.log if k == api_key)
-
-    def requests_after(self, index: int, api_key: int) -> int:
-        with self.lock:
-            return sum(1 for k, _ in self.log[index:] if k == api_key)
 
 
 def once(fn):
@@ -294,16 +290,13 @@ def test_not_leader_once_refreshes_metadata_and_rows_are_equal(cluster, proxy, d
     plan = plan_read(opts)
     fault = once(_not_leader)
     proxy.faults.append(fault)
-    reader = TaskReader(opts)
-    reader.client.metadata([TOPIC])          # warm the cache: a refresh must be caused by the error
-    mark = len(proxy.log)
-    batches, stats = read_tasks(opts, plan.tasks, reader)
-    assert fault.state["fired"] is not None
-    # the error was followed by a Metadata request before the Fetch that succeeded
-    log = proxy.log[mark:]
-    fetches = [i for i, (k, _) in enumerate(log) if k == FETCH]
-    assert any(k == METADATA for k, _ in log[fetches[0]:]), log[:20]
+    batches, stats = read_tasks(opts, plan.tasks)
+    assert fault.state["fired"] is not None and len(proxy.fired) == 1
+    # the error made the client refresh its metadata before it fetched again
+    after = [k for k, _ in proxy.log[proxy.fired[0]:]]
+    assert METADATA in after and FETCH in after[after.index(METADATA):], after[:10]
     assert_exactly(batches, WANT)
+    assert stats.fallbacks == 0
 
 
 def test_not_leader_that_never_ends_fails_naming_the_partition(cluster, proxy):
@@ -313,8 +306,11 @@ def test_not_leader_that_never_ends_fails_naming_the_partition(cluster, proxy):
     with pytest.raises(BrokerError) as info:
         read_tasks(opts, plan.tasks)
     text = str(info.value)
-    assert "NOT_LEADER_OR_FOLLOWER" in text and f"{TOPIC}" in text, text
-    assert proxy.requests(METADATA) >= 3
+    assert info.value.error_name == "NOT_LEADER_OR_FOLLOWER"
+    assert f"topic {TOPIC} partition {PART}" in text, text
+    # three attempts (retries=2), each retry after a metadata refresh
+    assert len(proxy.fired) == 3
+    assert [k for k, _ in proxy.log[proxy.fired[0]:]].count(METADATA) >= 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,11 +321,11 @@ def test_delete_records_moves_log_start_and_drops_whole_segments(cluster):
     before = cluster.remote_segments(TOPIC, PART)
     assert len(before) >= 3
     cut = before[2].base_offset + 7          # inside the third tiered segment
-    store_keys = sorted(p.name for p in __import__("pathlib").Path(cluster.remote_dir).rglob("*.log"))
+    store_keys = sorted(p.name for p in pathlib.Path(cluster.remote_dir).rglob("*.log"))
     assert cluster.delete_records(TOPIC, PART, cut) == cut
     after = cluster.remote_segments(TOPIC, PART)
     assert [s.base_offset for s in after] == [s.base_offset for s in before[2:]]
-    left = sorted(p.name for p in __import__("pathlib").Path(cluster.remote_dir).rglob("*.log"))
+    left = sorted(p.name for p in pathlib.Path(cluster.remote_dir).rglob("*.log"))
     assert len(left) == len(store_keys) - 2
     o = cluster.offsets(TOPIC, PART)
     assert o.log_start_offset == cut
@@ -395,7 +391,6 @@ def test_retention_after_planning_fail_on_data_loss_false_skips_exactly_the_lost
 
 
 def test_delete_topic_removes_it_from_metadata_logs_and_remote_storage(cluster):
-    import pathlib
     assert list(pathlib.Path(cluster.remote_dir).rglob("*.log"))
     cluster.delete_topic(TOPIC)
     assert TOPIC not in cluster.topics
@@ -423,3 +418,20 @@ def test_topic_deleted_after_planning_fails_naming_the_topic(cluster, direct):
     assert time.monotonic() - t0 < 30, "the read must fail, not wait"
     text = str(info.value)
     assert TOPIC in text and ("UNKNOWN_TOPIC_OR_PARTITION" in text or "UNKNOWN_TOPIC_ID" in text), text
+
+
+def test_delete_records_and_delete_topic_remove_every_object_in_the_kafka_local_tiered_layout(tmp_path):
+    remote = tmp_path / "remote"
+    with EmbeddedCluster(str(tmp_path / "data"), remote_storage=f"file://{remote}",
+                         layout="kafka-local-tiered") as c:
+        c.import_log_dir(TOPIC, PART, fixture_segments(TOPIC, PART))
+        segs = c.tier()
+        files = lambda: sorted(p.name for p in remote.rglob("*") if p.is_file())   # noqa: E731
+        assert len(files()) == 6 * len(segs)
+        c.delete_records(TOPIC, PART, segs[1].base_offset)
+        left = files()
+        assert len(left) == 6 * (len(segs) - 1)
+        assert not [n for n in left if n.startswith(f"{segs[0].base_offset:020d}-")]
+        c.delete_topic(TOPIC)
+        assert files() == []
+        assert not pathlib.Path(c.storage.data_dir, f"{TOPIC}-{PART}").exists()

@@ -269,13 +269,13 @@ def test_transient_error_is_retried_then_succeeds(cluster, proxy, name):
     assert stats.fallbacks == 0
     assert stats.remote_errors == {error_type: 2}
     # each failed attempt is a GET the store bills; the successful ones add one per range
-    assert stats.remote_requests == n_remote_ranges(opts) + 2 + _manifest_gets(stats, opts)
+    assert stats.remote_requests == n_remote_ranges(opts) + 2 + _manifest_gets(opts)
     if error_type == "RemoteThrottled":
         assert stats.storage_throttled_s > 0
     assert broker_remote_bytes(cluster) == before
 
 
-def _manifest_gets(stats, opts) -> int:
+def _manifest_gets(opts) -> int:
     """GETs of Aiven manifests: one per segment read (cached per fetcher)."""
     return len({r.segment.segment_id for r in plan_read(opts).remote_ranges})
 

@@ -24,13 +24,14 @@ from kafka_tiered_source.protocol.random_values import random_message
 pytestmark = pytest.mark.decoder
 
 REGRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions")
-RUNS = {"decode_native": 1500, "decode_python": 1000, "decode_diff": 600, "request": 3000,
-        "response": 3000, "manifest": 2000, "custom_metadata": 2000, "chunk_index": 1500}
+RUNS = {"decode_native": 4000, "decode_python": 2500, "decode_diff": 1500, "request": 8000,
+        "response": 8000, "manifest": 6000, "manifest_fields": 3000, "custom_metadata": 6000,
+        "chunk_index": 5000}
 
 
 def _regression_inputs():
     out = []
-    for name in sorted(os.listdir(REGRESSIONS)) if os.path.isdir(REGRESSIONS) else ():
+    for name in sorted(os.listdir(REGRESSIONS)):
         d = os.path.join(REGRESSIONS, name)
         if os.path.isdir(d):
             out += [(name, os.path.join(d, f)) for f in sorted(os.listdir(d))]
@@ -104,8 +105,8 @@ def _api_versions_ok(port) -> bool:
 
 def test_broker_keeps_serving_fuzzed_frames(cluster_factory, caplog):
     """Mutated requests of every API and version, each correctly framed, sent to a live broker:
-    it answers or closes the connection, never dies, and still answers ApiVersions; no
-    connection ends in an unhandled exception."""
+    it answers or closes the connection, never dies, still answers ApiVersions, and no request
+    ends in an unhandled exception."""
     c = cluster_factory()
     c.create_topic("fuzz", partitions=2)
     rng = random.Random("broker-frames")
@@ -138,6 +139,7 @@ def test_broker_keeps_serving_fuzzed_frames(cluster_factory, caplog):
             sock.close()
         assert _api_versions_ok(c.port)
     assert answered > 50 and closed > 10, (answered, closed)
-    died = [r.getMessage() for r in caplog.records if r.getMessage().startswith("connection from")
-            and r.levelname == "ERROR"]
-    assert not died, died[:3]
+    # neither a connection nor a request handler ended in an unhandled exception (the server
+    # logs those at ERROR and answers UNKNOWN_SERVER_ERROR / closes)
+    crashed = [r.getMessage() for r in caplog.records if r.levelno >= 40]
+    assert not crashed, crashed[:3]
