@@ -224,25 +224,54 @@ class Planner:
                                  partition_max_bytes=max_bytes, max_wait_ms=0, min_bytes=0,
                                  isolation_level=self.iso, request_remote_location=True)
 
-    def _checkpoints(self, seg: RemoteSegment, first: int, start_pos: int) -> tuple:
-        """Offset-index checkpoints from ``start_pos`` on.  The batch at the hinted start holds
-        ``first``; claiming ``first`` as its last offset is safe for the splitter, which only
-        relies on "records before P are <= O" and "records at the next entry are > O"."""
-        points = [(first, start_pos)]
-        size = seg.size_bytes or 0
-        wants_split = (size - start_pos > self.options.partition_target_bytes
-                       or self.options.min_partitions or self.options.max_records_per_partition)
-        if self.fetcher is None or not wants_split:
-            return tuple(points)
-        index = self.fetcher.fetch_index(seg, "offset")
+    def _checkpoints(self, piece: SegmentSlice) -> SegmentSlice:
+        """The slice with the segment's offset-index entries from its start on, for splitting.
+
+        The slice's first checkpoint is (first offset, hinted start position): the batch at the
+        hinted start holds ``first``; claiming ``first`` as its last offset is safe for the
+        splitter, which only relies on "records before P are <= O" and "records at the next
+        entry are > O".  Costs one GET of the index (Aiven: a range of ``.indexes``)."""
+        seg = piece.segment
+        points = list(piece.checkpoints)
+        index = self.fetcher.fetch_index(seg, "offset") if self.fetcher is not None else None
         if not index:
-            return tuple(points)
+            return piece
+        size = seg.size_bytes or 0
         for i in range(0, len(index) - 7, 8):
             rel, pos = struct.unpack_from(">ii", index, i)
             off = seg.base_offset + rel
             if pos > points[-1][1] and off > points[-1][0] and pos < size and off <= seg.end_offset:
                 points.append((off, pos))
-        return tuple(points)
+        return SegmentSlice(seg, piece.offset_start, piece.offset_end, tuple(points))
+
+    def _with_indexes(self, works: list) -> list:
+        """Read the offset index only of the segments that will be split: those larger than a
+        task, all of them when ``maxRecordsPerPartition`` bounds offsets, and, for
+        ``minPartitions``, the largest ones until there are enough pieces to split."""
+        opts = self.options
+        slices = [(w, i, p) for w in works for i, p in enumerate(w.pieces) if isinstance(p, SegmentSlice)]
+
+        def span(p):
+            return (p.segment.size_bytes or 0) - p.checkpoints[0][1]
+
+        chosen = {id(p) for _, _, p in slices
+                  if opts.max_records_per_partition or span(p) > opts.partition_target_bytes}
+        if opts.min_partitions:
+            pieces = sum(len(w.pieces) for w in works)
+            missing = opts.min_partitions - pieces - len(chosen)
+            for _, _, p in sorted(slices, key=lambda t: -span(t[2])):
+                if missing <= 0:
+                    break
+                if id(p) not in chosen:
+                    chosen.add(id(p))
+                    missing -= 1
+        if not chosen:
+            return works
+        out = []
+        for w in works:
+            pieces = tuple(self._checkpoints(p) if id(p) in chosen else p for p in w.pieces)
+            out.append(PartitionWork(w.topic, w.partition, w.topic_id, pieces, w.txn))
+        return out
 
     def partition_work(self, pr: PartitionRange, supports_direct: bool):
         pieces = []
@@ -275,7 +304,7 @@ class Planner:
                 seg_end = min(pr.end, seg.end_offset + 1)
                 aborted_at[first] = _aborted(part)
                 pieces.append(SegmentSlice(seg, first, seg_end,
-                                           self._checkpoints(seg, first, part.remote_log_segment_start_position)))
+                                           ((first, part.remote_log_segment_start_position),)))
                 remote_bytes += seg.size_bytes - part.remote_log_segment_start_position
                 remote_offsets += seg_end - first
                 offset = seg.end_offset + 1
@@ -305,6 +334,7 @@ class Planner:
             aborted_by_tp[key] = aborted_at
             if pieces:
                 works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(pieces)))
+        works = self._with_indexes(works)
         tasks = plan_read_tasks(works, target_bytes=self.options.partition_target_bytes,
                                 min_partitions=self.options.min_partitions,
                                 max_records_per_partition=self.options.max_records_per_partition)
