@@ -29,7 +29,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..errors import SegmentFormatError
+from ..errors import ProtocolError, SegmentFormatError
+from ..protocol.primitives import read_uvarint, write_uvarint
 
 SUFFIX_LOG = "log"
 SUFFIX_INDEXES = "indexes"
@@ -94,31 +95,14 @@ def segment_object_key(segment, suffix: str, prefix: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------
 # custom metadata: a Kafka tagged-fields section
 
-def _write_uvarint(out: bytearray, v: int) -> None:
-    if v < 0:
-        raise ValueError(f"unsigned varint cannot be negative: {v}")
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 def _read_uvarint(data: bytes, pos: int, what: str, max_bytes: int = 5) -> tuple[int, int]:
-    value = shift = 0
-    start = pos
-    while True:
-        if pos >= len(data):
-            raise SegmentFormatError(
-                f"custom metadata truncated reading {what} at byte position {start}")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if pos - start >= max_bytes:
-            raise SegmentFormatError(
-                f"custom metadata: {what} varint longer than {max_bytes} bytes at byte position {start}")
+    # The custom metadata is a Kafka tagged-fields block: the protocol's own varint reader, with
+    # its error turned into this layer's (the byte position is in the message).
+    try:
+        return read_uvarint(data, pos, max_bytes)
+    except ProtocolError as exc:
+        raise SegmentFormatError(f"custom metadata: bad varint ({what}) at byte position {pos}: "
+                                 f"{exc}") from None
 
 
 def encode_custom_metadata(*, remote_size: int | None = None, object_prefix: str | None = None,
@@ -129,22 +113,22 @@ def encode_custom_metadata(*, remote_size: int | None = None, object_prefix: str
         if not -(2**63) <= remote_size < 2**63:
             raise ValueError(f"remote_size out of int64 range: {remote_size}")
         body = bytearray()
-        _write_uvarint(body, ((remote_size << 1) ^ (remote_size >> 63)) & 0xFFFFFFFFFFFFFFFF)
+        write_uvarint(body, ((remote_size << 1) ^ (remote_size >> 63)) & 0xFFFFFFFFFFFFFFFF)
         fields.append((TAG_REMOTE_SIZE, bytes(body)))
     for tag, text in ((TAG_OBJECT_PREFIX, object_prefix), (TAG_OBJECT_KEY, object_key)):
         if text is not None:
             raw = text.encode("utf-8")
             body = bytearray()
-            _write_uvarint(body, len(raw) + 1)
+            write_uvarint(body, len(raw) + 1)
             body += raw
             fields.append((tag, bytes(body)))
     if not fields:
         return b""
     out = bytearray()
-    _write_uvarint(out, len(fields))
+    write_uvarint(out, len(fields))
     for tag, body in fields:
-        _write_uvarint(out, tag)
-        _write_uvarint(out, len(body))
+        write_uvarint(out, tag)
+        write_uvarint(out, len(body))
         out += body
     return bytes(out)
 
