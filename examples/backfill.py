@@ -204,6 +204,10 @@ def main(argv=None) -> int:
             print(f"expected ({args.isolation}): {expected:,} rows; distinct offsets {d_distinct:,}; "
                   f"identical results (count and digest): {same}")
             if direct_stats is not None:
+                total = direct_stats.total()
+                print(f"direct read: {total.remote_requests} GETs, {total.remote_bytes / 1e6:.1f} MB from "
+                      f"storage, {total.fallbacks} fallbacks, {total.broker_bytes / 1e6:.1f} MB through "
+                      f"brokers (the untiered tail)")
                 print("cost of the direct read (kafka_tiered_source.cost_report):")
                 print(kafka_tiered_source.cost_report(direct_stats))
             if not same or d_n != expected or d_distinct != d_n:

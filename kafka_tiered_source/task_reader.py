@@ -261,8 +261,10 @@ class _RangePrefetcher:
         self._skip: set = set()
         self._stop = threading.Event()
         self._cond = threading.Condition()
-        self._current = self._keys[0] if self._keys else None
-        self._wanted = 0          # the range the reader asked for last
+        # Nothing is fetched before the reader asks for its first range: by then its metrics
+        # scope names that range's partition, so every GET is counted where it belongs.
+        self._current = None
+        self._wanted = -1         # the range the reader asked for last
         self._thread = threading.Thread(target=self._run, args=(fetcher, ranges), daemon=True,
                                         name="kafka-tiered-prefetch")
         self._thread.start()

@@ -1,0 +1,55 @@
+"""The executor-side reader on its own (no Spark): prefetching across the ranges of a task,
+and that every GET is counted under the topic-partition it was made for."""
+from __future__ import annotations
+
+import pytest
+
+from broker_fixtures import fixture_expected, fixture_segments
+
+from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.testing import EmbeddedCluster
+
+pytestmark = pytest.mark.decoder
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory):
+    base = tmp_path_factory.mktemp("task-reader")
+    with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{base}/remote") as c:
+        for p in (0, 1):
+            c.import_log_dir("orders", p, fixture_segments("orders", p))
+        assert c.tier()
+        c.remote_dir = str(base / "remote")
+        yield c
+
+
+@pytest.mark.parametrize("part_size", [4096, 8 << 20])
+def test_one_task_over_two_partitions_counts_each_get_under_its_partition(tiered, part_size):
+    options = ReadOptions.parse({
+        "kafka.bootstrap.servers": tiered.bootstrap_servers, "subscribe": "orders",
+        "remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{tiered.remote_dir}",
+        "fetch.remote.part.size.bytes": str(part_size), "client.id": "attribution"})
+    plan = plan_read(options)
+    tasks = [t for t in plan.tasks if t.ranges]
+    assert len(tasks) == 1 and {r.partition for r in tasks[0].ranges} == {0, 1}
+    reader = TaskReader(options)
+    rows = {0: [], 1: []}
+    for batch in reader.read(tasks[0]):
+        for p, off in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist()):
+            rows[p].append(off)
+    reader.close()
+    for p in (0, 1):
+        assert rows[p] == [r["offset"] for r in fixture_expected("orders", p, False)]
+    totals = reader.metrics.snapshot()
+    stats = {tags: s for tags, s in totals.by_tags.items() if s.remote_requests}
+    # every GET is tagged with a topic and partition, none with an empty scope
+    assert all(tags[1] == "orders" and tags[2] in (0, 1) for tags in stats)
+    per_partition = {p: totals.total(partition=p) for p in (0, 1)}
+    for p in (0, 1):
+        segments = [r for r in tasks[0].ranges if r.partition == p and hasattr(r, "segment")]
+        planned = sum(r.byte_end - r.byte_start for r in segments)
+        assert per_partition[p].remote_bytes >= planned   # + one small manifest per segment
+        assert per_partition[p].remote_requests >= 2 * len(segments)
+    assert sum(s.remote_requests for s in per_partition.values()) == totals.total().remote_requests
