@@ -212,3 +212,15 @@ def test_segment_object_key_prefers_custom_metadata():
     seg2 = RemoteSegment("t", "MWJ6FHTfRYy67jzwZdeqSQ", 7, "tqimKeZwStOEOwRzT3L5oQ", 1234, 2000,
                          custom_metadata=aiven.encode_custom_metadata(object_key="a/b/c"))
     assert aiven.segment_object_key(seg2, "indexes", "mine/") == "mine/a/b/c.indexes"
+
+
+@pytest.mark.parametrize("with_size", [True, False])
+def test_a_chunk_that_decompresses_past_its_original_size_is_refused_without_inflating(with_size):
+    # 64 MiB of zeros in a few KB: the chunk index says 1 KiB.  Whether or not the frame
+    # declares its size, the chunk is refused after reading at most 1 KiB + 1 of output.
+    import zstandard
+    bomb = zstandard.ZstdCompressor(write_content_size=with_size).compress(bytes(64 << 20))
+    chunk = aiven.Chunk(id=3, original_position=0, original_size=1024, transformed_position=0,
+                        transformed_size=len(bomb))
+    with pytest.raises(SegmentFormatError, match="chunk 3 at transformed byte position 0"):
+        aiven.decompress_chunk(bomb, chunk, location="tiered/t/0/x.log")

@@ -363,13 +363,8 @@ class ChunkIndex:
             except ValueError:
                 raise SegmentFormatError("manifest transformedChunks is not valid base64",
                                          location=location) from None
-            import zstandard
-            try:
-                # The plugin writes the content size; the cap mirrors its sanity limit.
-                table = zstandard.ZstdDecompressor().decompress(comp, max_output_size=MAX_CHUNK_TABLE_SIZE)
-            except zstandard.ZstdError as exc:
-                raise SegmentFormatError(f"manifest transformedChunks: zstd error {exc}",
-                                         location=location) from None
+            # The plugin writes the content size; the cap mirrors its sanity limit.
+            table = _zstd_capped(comp, MAX_CHUNK_TABLE_SIZE, "manifest transformedChunks", location)
             sizes = _decode_chunk_sizes(table, location)
             expected = max(1, -(-ofs // ocs))
             if len(sizes) != expected:
@@ -596,6 +591,31 @@ def require_readable(manifest: SegmentManifest, location: str | None = None) -> 
             "configuration), which this reader does not support", location=location)
 
 
+def _zstd_capped(data, cap: int, what: str, location) -> bytes:
+    """zstd-decompress one frame of at most ``cap`` bytes.  A frame that declares or yields
+    more is refused before anything of that size is allocated (zstandard would otherwise
+    allocate a declared content size up front, however absurd)."""
+    import zstandard
+    try:
+        declared = zstandard.frame_content_size(data)
+        if declared > cap:
+            raise SegmentFormatError(f"{what}: zstd frame declares {declared} bytes, more than the "
+                                     f"{cap} it may hold", location=location)
+        out = bytearray()
+        with zstandard.ZstdDecompressor().stream_reader(data) as reader:
+            while len(out) <= cap:
+                piece = reader.read(min(1 << 20, cap + 1 - len(out)))
+                if not piece:
+                    break
+                out += piece
+    except zstandard.ZstdError as exc:
+        raise SegmentFormatError(f"{what}: zstd error {exc}", location=location) from None
+    if len(out) > cap:
+        raise SegmentFormatError(f"{what}: zstd frame decompresses to more than {cap} bytes",
+                                 location=location)
+    return bytes(out)
+
+
 def decompress_chunk(data: bytes, chunk: Chunk, location: str | None = None) -> bytes:
     """zstd-decompress one transformed chunk, checking it yields exactly its original size."""
     import zstandard
@@ -603,8 +623,10 @@ def decompress_chunk(data: bytes, chunk: Chunk, location: str | None = None) -> 
         raise SegmentFormatError(
             f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: got "
             f"{len(data)} bytes, the chunk index says {chunk.transformed_size}", location=location)
+    where = f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}"
+    # Never let a frame's own claims decide how much memory it gets: bounded first, then exact.
+    _zstd_capped(data, chunk.original_size, where, location)
     try:
-        # Stream-decode with a cap: frames written by other zstd bindings may omit the size.
         dobj = zstandard.ZstdDecompressor().decompressobj()
         out = dobj.decompress(data)
         complete = dobj.eof and not dobj.unused_data
