@@ -8,6 +8,8 @@ checks that Spark really shows null there.
 """
 from __future__ import annotations
 
+import textwrap
+
 import time
 
 import subprocess
@@ -162,3 +164,36 @@ def standalone_cluster(base, workers: int = 2):
     finally:
         for p in reversed(procs):
             stop_process_group(p)
+
+
+# A driver in its own interpreter (a process holds one SparkContext, and the test process holds
+# the shared local[2] one): argv = master, options as JSON, output path, application name.  It
+# reads once and writes the rows plus what the tests check about the job.
+DRIVER = textwrap.dedent("""
+    import json, sys
+    from pyspark.sql import SparkSession
+    from spark_helpers import collect_rows, load
+    import kafka_tiered_source as kts
+
+    master, options, out, app = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+    spark = (SparkSession.builder.master(master).appName(app)
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.executor.memory", "512m")
+             .config("spark.executor.cores", "1")
+             .config("spark.cores.max", "2")
+             .getOrCreate())
+    try:
+        kts.register(spark)
+        df = load(spark, options)
+        rows = collect_rows(df)     # one job: every row, duplicates kept
+        keys = [(t, p, r["offset"]) for (t, p), rs in rows.items() for r in rs]
+        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+        with open(out, "w") as f:
+            json.dump({"partitions": df.rdd.getNumPartitions(), "executors": executors,
+                       "count": len(keys), "distinct": len(set(keys)),
+                       "rows": [[t, p, r] for (t, p), r in rows.items()]}, f)
+    finally:
+        spark.stop()
+""")

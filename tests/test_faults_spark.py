@@ -12,13 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments
-from spark_helpers import expected_rows, first_difference, standalone_cluster
+from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
 from spark_session import spark_env
 from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
 from test_faults_storage import BodyFaultProxy
@@ -27,41 +26,14 @@ from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
 
-# Runs in its own interpreter: reads with the options, writes rows and exactly-once counts.
-DRIVER = textwrap.dedent("""
-    import json, sys
-    from pyspark.sql import SparkSession
-    from spark_helpers import collect_rows, load
-    import kafka_tiered_source as kts
-
-    master, options, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-    builder = (SparkSession.builder.master(master).appName("kafka-tiered-faults")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.executor.memory", "512m")
-               .config("spark.executor.cores", "1")
-               .config("spark.cores.max", "2"))
-    spark = builder.getOrCreate()
-    try:
-        kts.register(spark)
-        df = load(spark, options)
-        rows = collect_rows(df)     # one job: every row, duplicates kept
-        keys = [(t, p, r["offset"]) for (t, p), rs in rows.items() for r in rs]
-        with open(out, "w") as f:
-            json.dump({"partitions": df.rdd.getNumPartitions(), "count": len(keys),
-                       "distinct": len(set(keys)),
-                       "rows": [[t, p, r] for (t, p), r in rows.items()]}, f)
-    finally:
-        spark.stop()
-""")
 
 
 def run_driver(master: str, options: dict, out, env: dict, cwd: str) -> subprocess.Popen:
     """Start the driver; its output goes to ``out`` + ``.log`` (a file, not a pipe nobody reads
     while the test polls: a full pipe would stall the driver)."""
     with open(f"{out}.log", "wb") as log:
-        return subprocess.Popen([sys.executable, "-c", DRIVER, master, json.dumps(options), str(out)],
+        return subprocess.Popen([sys.executable, "-c", DRIVER, master, json.dumps(options), str(out),
+                                 "kafka-tiered-faults"],
                                 env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
 
 

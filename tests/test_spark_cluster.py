@@ -9,44 +9,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments
-from spark_helpers import expected_rows, first_difference, standalone_cluster
+from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
 
 from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
 
-# Runs in its own interpreter: drives the query on the cluster and writes the rows as JSON.
-DRIVER = textwrap.dedent("""
-    import json, sys
-    from pyspark.sql import SparkSession
-    from spark_helpers import collect_rows, load
-    import kafka_tiered_source.spark as kts
-
-    master, options, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-    spark = (SparkSession.builder.master(master).appName("kafka-tiered-cluster-test")
-             .config("spark.ui.enabled", "false")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.executor.memory", "512m")
-             .config("spark.executor.cores", "1")
-             .config("spark.cores.max", "2")
-             .getOrCreate())
-    try:
-        kts.register(spark)
-        df = load(spark, options)
-        rows = collect_rows(df)
-        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-        with open(out, "w") as f:
-            json.dump({"partitions": df.rdd.getNumPartitions(), "executors": executors,
-                       "rows": [[t, p, r] for (t, p), r in rows.items()]}, f)
-    finally:
-        spark.stop()
-""")
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +47,8 @@ def test_read_on_a_standalone_cluster_equals_expected(standalone, cluster):
                "minPartitions": "4"}
     grants = cluster.storage.metrics.get("location_grants_total")
     out = base / "rows.json"
-    done = subprocess.run([sys.executable, "-c", DRIVER, url, json.dumps(options), str(out)],
+    done = subprocess.run([sys.executable, "-c", DRIVER, url, json.dumps(options), str(out),
+                           "kafka-tiered-cluster-test"],
                           env=env, cwd=str(base), capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(out.read_text())
