@@ -9,6 +9,8 @@ Use from a test module::
 ``tiered_cluster`` is one such cluster with small segments (64 KiB) so produced data rolls.
 ``fixture_cluster`` (module scope) holds every Kafka 3.9.1 fixture partition, imported and tiered,
 with the local copies of tiered segments deleted (reads of them go to remote storage).
+``s3_tiered_cluster(base, bucket, partitions)`` is a context manager for a cluster that tiers
+fixture partitions to a moto S3 server of its own, with a ``FaultProxy`` in front for readers.
 
 The consume helpers (``consume_kafka_python``, ``consume_confluent``; ``CONSUMERS`` by name)
 return records as dicts shaped like the fixtures' ``expected/*.jsonl`` (offset, timestamp,
@@ -19,6 +21,7 @@ codec, and ``expected_rows(records, base)`` is what consuming them back must giv
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import time
@@ -26,6 +29,7 @@ import time
 import pytest
 
 from conftest import FIXTURES
+from storage_servers import S3_KEY_ID, S3_SECRET, FaultProxy, MotoS3
 from kafka_tiered_source.testing import EmbeddedCluster
 
 FIXTURE_META = {(m["topic"], m["partition"]): m
@@ -82,6 +86,31 @@ def fixture_cluster(tmp_path_factory):
             c.import_log_dir(t, p, fixture_segments(t, p))
         c.tier()
         yield c
+
+
+@contextlib.contextmanager
+def s3_tiered_cluster(base, bucket: str, partitions, **cluster_kwargs):
+    """An EmbeddedCluster (data under ``base``) tiering to ``s3://<bucket>/kt`` on a moto S3
+    server of its own, with the fixture ``partitions`` imported and tiered; ``cluster_kwargs``
+    go to EmbeddedCluster.  The broker tiers straight to moto (``c.moto``); readers go through
+    ``c.proxy``, a FaultProxy in front of it.  All three are stopped at the end."""
+    moto = MotoS3().start()
+    moto.client().create_bucket(Bucket=bucket)
+    proxy = FaultProxy(moto.port).start()
+    c = EmbeddedCluster(str(base / "data"), remote_storage=f"s3://{bucket}/kt", s3_endpoint_url=moto.endpoint,
+                        s3_region="us-east-1", s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET,
+                        **cluster_kwargs)
+    try:
+        c.start()
+        for t, p in partitions:
+            c.import_log_dir(t, p, fixture_segments(t, p))
+        assert c.tier()
+        c.moto, c.proxy = moto, proxy
+        yield c
+    finally:
+        c.stop()
+        proxy.stop()
+        moto.stop()
 
 
 # --------------------------------------------------------------------------------------------

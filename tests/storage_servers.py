@@ -1,7 +1,8 @@
 """Real storage servers for the storage tests, all on 127.0.0.1 with free ports, started and
 stopped by the tests: moto's ThreadedMotoServer (S3), gcp-storage-emulator (GCS), Azurite
 (Azure Blob, from node_modules/.bin — run ``npm install`` at the repo root), and a small
-fault-injecting HTTP proxy that sits in front of any of them (403 / 503 / stalls).
+HTTP proxy that sits in front of any of them, injects faults (403 / 503 / stalls / damaged
+bodies) and records the requests it answered.
 
 Each ``Backend`` knows how to upload an object and how to configure a fetcher that reads it.
 """
@@ -17,6 +18,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pytest
 
@@ -142,88 +144,158 @@ class Azurite:
 
 
 # ------------------------------------------------------------------------------------------
-# fault-injecting proxy
+# fault-injecting, request-recording proxy
+
+#: S3's answer to too many requests, what :meth:`FaultProxy.fail` answers with (status 503).
+SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+             b'<Message>Please reduce your request rate.</Message></Error>')
+
+#: What ``Rule.damage`` can do to a body (see :class:`Rule`).
+DAMAGES = ("close-early", "short-length", "short-length-checksum", "corrupt")
+
+_HOP_BY_HOP = ("connection", "keep-alive", "proxy-connection")
+_NOT_COPIED_BACK = ("connection", "keep-alive", "transfer-encoding", "content-length")
+
+
+def _half(n: int) -> int:
+    return n // 2
+
 
 @dataclass
 class Rule:
-    """Applies to requests whose path contains ``match``: answer ``status`` with ``body``
-    (``times`` times, None = always), or stall ``stall_s`` seconds before forwarding."""
+    """Applies to requests whose path (query included) contains ``match``, of any method or only
+    of ``method``, ``times`` times (None = always); a request takes the first rule that applies
+    and adds one to its ``hits``.  The rule stalls ``stall_s`` seconds, then:
+
+    * with a ``status``, answers it itself, with ``body`` and ``headers``;
+    * with a ``damage``, forwards the request and damages the body of a successful (< 300)
+      answer, of which it keeps ``keep(len(body))`` bytes (other answers pass unchanged):
+
+      - ``"close-early"``: promises the real Content-Length, sends the kept bytes, then closes
+        the connection (a body cut off in transit);
+      - ``"short-length"``: a well-formed answer whose Content-Length (and body) hold only the
+        kept bytes, without the object checksum headers (a store or middlebox that answers
+        fewer bytes than asked for, as real S3 sends no checksum for a ranged GET);
+      - ``"short-length-checksum"``: the same, keeping the store's ``x-amz-checksum-*``
+        headers, which then no longer match the body;
+      - ``"corrupt"``: the whole body, one byte flipped at ``keep(len)``, no checksum headers:
+        only the decoder's CRC-32C check can tell;
+    * with neither, forwards the request untouched (it only counts, or lets ``times``
+      requests past the rules after it).
+    """
     match: str
     status: int | None = None
     body: bytes = b""
     headers: dict = field(default_factory=dict)
     times: int | None = None
     stall_s: float = 0.0
+    method: str | None = None
+    damage: str | None = None
+    keep: Callable[[int], int] = _half
     hits: int = 0
+
+    def __post_init__(self):
+        if self.damage is not None and (self.damage not in DAMAGES or self.status is not None):
+            raise ValueError(f"damage must be one of {DAMAGES} (and without a status), got {self.damage!r}")
+
+    def applies(self, method: str, path: str) -> bool:
+        return (self.match in path and (self.method is None or self.method == method)
+                and (self.times is None or self.hits < self.times))
+
+
+class _ProxyHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    proxy: "FaultProxy"     # set on the subclass each FaultProxy makes
+
+    def log_message(self, *args):   # quiet
+        pass
+
+    def _handle(self):
+        proxy = self.proxy
+        start = time.monotonic()
+        length = int(self.headers.get("Content-Length") or 0)
+        request_body = self.rfile.read(length) if length else b""
+        rule = proxy._arrived(self.command, self.path)
+        if rule is not None and rule.stall_s:
+            proxy.stop_event.wait(rule.stall_s)
+        if rule is not None and rule.status is not None:
+            status, sent = rule.status, self._answer(rule)
+        else:
+            status, sent = self._forward(request_body, rule)
+        with proxy.lock:
+            proxy.log.append((self.command, self.path.split("?", 1)[0], status, len(sent), start,
+                              time.monotonic()))
+
+    def _answer(self, rule: Rule) -> bytes:
+        self.send_response(rule.status)
+        for k, v in rule.headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(rule.body)))
+        self.end_headers()
+        self.wfile.write(rule.body)
+        return rule.body
+
+    def _forward(self, request_body: bytes, rule: Rule | None) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.proxy.upstream_port, timeout=30)
+        try:
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            conn.request(self.command, self.path, body=request_body or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        damage = rule.damage if rule is not None and resp.status < 300 else None
+        self.send_response(resp.status, resp.reason)
+        for k, v in resp.getheaders():
+            if k.lower() in _NOT_COPIED_BACK:
+                continue
+            if damage in ("short-length", "corrupt") and k.lower().startswith("x-amz-checksum"):
+                continue
+            self.send_header(k, v)
+        length = len(data)
+        if damage is not None:
+            keep = rule.keep(len(data))
+            if damage == "corrupt":
+                data = data[:keep] + bytes([data[keep] ^ 0xFF]) + data[keep + 1:]
+            else:
+                data = data[:keep]
+                if damage != "close-early":
+                    length = keep
+        self.send_header("Content-Length", str(length))
+        if damage == "close-early":
+            self.send_header("Connection", "close")
+        self.end_headers()
+        sent = b"" if self.command == "HEAD" else data
+        self.wfile.write(sent)
+        if damage == "close-early":
+            self.wfile.flush()
+            self.close_connection = True
+        return resp.status, sent
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
 
 
 class FaultProxy:
-    """A threaded HTTP/1.1 reverse proxy in front of ``upstream_port`` that applies rules.
+    """A threaded HTTP/1.1 reverse proxy in front of ``upstream_port`` that applies rules
+    (:meth:`add`, :meth:`fail`) and records what it answered.
 
-    It counts every GET it sees by path (``gets``), so tests can check how many GETs a fetcher
-    really sent.
+    ``log`` holds one ``(method, path, status, body bytes sent, start, end)`` per request
+    answered (the path without its query; times from ``time.monotonic()``, end once the answer
+    is written): :meth:`gets` and :meth:`served_bytes` read it, so tests can hold a reader's
+    counts to what the server really served.  :meth:`gets_for` counts GETs by path as they
+    arrive (a stalled GET counts before it is answered).
     """
 
     def __init__(self, upstream_port: int):
         self.upstream_port = upstream_port
         self.rules: list[Rule] = []
-        self.gets: dict[str, int] = {}
+        self.log: list[tuple] = []
+        self.arrivals: dict[str, int] = {}      # GETs by path without the query
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):   # quiet
-                pass
-
-            def _handle(self):
-                path = self.path
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                with proxy.lock:
-                    if self.command == "GET":
-                        key = path.split("?", 1)[0]
-                        proxy.gets[key] = proxy.gets.get(key, 0) + 1
-                    rule = None
-                    for r in proxy.rules:
-                        if r.match in path and (r.times is None or r.hits < r.times):
-                            r.hits += 1
-                            rule = r
-                            break
-                if rule is not None and rule.stall_s:
-                    proxy.stop_event.wait(rule.stall_s)
-                if rule is not None and rule.status is not None:
-                    self.send_response(rule.status)
-                    for k, v in rule.headers.items():
-                        self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(rule.body)))
-                    self.end_headers()
-                    self.wfile.write(rule.body)
-                    return
-                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
-                try:
-                    headers = {k: v for k, v in self.headers.items()
-                               if k.lower() not in ("connection", "keep-alive", "proxy-connection")}
-                    conn.request(self.command, path, body=body or None, headers=headers)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                    self.send_response(resp.status, resp.reason)
-                    for k, v in resp.getheaders():
-                        if k.lower() not in ("connection", "keep-alive", "transfer-encoding", "content-length"):
-                            self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(data)
-                finally:
-                    conn.close()
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
-
         self.port = free_port()
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        handler = type("Handler", (_ProxyHandler,), {"proxy": self})
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -244,16 +316,43 @@ class FaultProxy:
     def reset(self):
         with self.lock:
             self.rules.clear()
-            self.gets.clear()
+            self.log.clear()
+            self.arrivals.clear()
 
     def add(self, rule: Rule) -> Rule:
         with self.lock:
             self.rules.append(rule)
         return rule
 
-    def gets_for(self, fragment: str) -> int:
+    def fail(self, match: str, times: int) -> Rule:
+        """Answer the next ``times`` GETs whose path contains ``match`` with an S3 503 SlowDown."""
+        return self.add(Rule(match=match, status=503, body=SLOW_DOWN, times=times, method="GET",
+                             headers={"Content-Type": "application/xml"}))
+
+    def _arrived(self, method: str, path: str) -> Rule | None:
+        """Count a request in and take the rule that applies to it, if any."""
         with self.lock:
-            return sum(n for p, n in self.gets.items() if fragment in p)
+            if method == "GET":
+                key = path.split("?", 1)[0]
+                self.arrivals[key] = self.arrivals.get(key, 0) + 1
+            rule = next((r for r in self.rules if r.applies(method, path)), None)
+            if rule is not None:
+                rule.hits += 1
+            return rule
+
+    def gets_for(self, fragment: str) -> int:
+        """GETs that have arrived so far whose path contains ``fragment``."""
+        with self.lock:
+            return sum(n for p, n in self.arrivals.items() if fragment in p)
+
+    def gets(self, match: str = "") -> list[tuple]:
+        """The ``log`` entries of GETs answered whose path contains ``match``."""
+        with self.lock:
+            return [e for e in self.log if e[0] == "GET" and match in e[1]]
+
+    def served_bytes(self, match: str = "") -> int:
+        """Object bytes of successful GETs (error bodies are not object data)."""
+        return sum(e[3] for e in self.gets(match) if 200 <= e[2] < 300)
 
 
 class Blackhole:

@@ -72,3 +72,14 @@ def test_endpoint_identification_algorithm_maps_to_hostname_check():
     cfg = ClientConfig.from_properties({"bootstrap.servers": "b:1", "ssl.endpoint.identification.algorithm": ""})
     assert cfg.ssl_check_hostname is False
     assert ClientConfig.from_properties({"bootstrap.servers": "b:1"}).ssl_check_hostname is True
+
+
+@pytest.mark.parametrize("text,want", [("true", True), (" TRUE ", True), ("1", True), ("Yes", True),
+                                       ("false", False), ("0", False), ("no", False), ("on", None)])
+def test_ssl_check_hostname_takes_kafka_booleans(text, want):
+    props = {"bootstrap.servers": "b:1", "ssl.check.hostname": text}
+    if want is None:
+        with pytest.raises(ConfigError, match=r"^ssl\.check\.hostname must be true or false, got 'on'$"):
+            ClientConfig.from_properties(props)
+    else:
+        assert ClientConfig.from_properties(props).ssl_check_hostname is want

@@ -1,147 +1,32 @@
 """Cost attribution end to end: a real local[2] Spark read of real Kafka segments tiered to a
-moto S3 server, with GETs and bytes counted on the *server* side by a counting proxy in front
-of moto — the reader's accumulated totals, its JSON lines, the estimate made before reading and
-the budget refusal are all checked against what the server actually served."""
+moto S3 server, with GETs and bytes counted on the *server* side by the proxy in front of moto
+(storage_servers.FaultProxy) — the reader's accumulated totals, its JSON lines, the estimate
+made before reading and the budget refusal are all checked against what the server actually
+served."""
 from __future__ import annotations
 
-import http.client
-import http.server
 import json
-import threading
-import time
 
 import pytest
 
-from broker_fixtures import fixture_segments
+from broker_fixtures import s3_tiered_cluster
 from spark_session import spark  # noqa: F401  (fixture)
-from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3, free_port, wait_port
+from storage_servers import S3_KEY_ID, S3_SECRET
 
 import kafka_tiered_source
-from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.decoder]
 
 PARTITIONS = [("orders", 1), ("payments", 0)]
 
 
-class CountingProxy:
-    """A reverse proxy in front of an object store that records every request it forwards:
-    (method, path, status, payload bytes sent, start, end).  ``fail(match, n)`` answers the
-    next ``n`` GETs whose path contains ``match`` with an S3 503 SlowDown instead."""
-
-    SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-                 b'<Message>Please reduce your request rate.</Message></Error>')
-
-    def __init__(self, upstream_port: int):
-        self.upstream_port = upstream_port
-        self.log: list[tuple] = []
-        self.failures: list[list] = []
-        self.lock = threading.Lock()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _handle(self):
-                t0 = time.monotonic()
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                path = self.path.split("?", 1)[0]
-                fail = False
-                with proxy.lock:
-                    for rule in proxy.failures:
-                        if self.command == "GET" and rule[0] in path and rule[1] > 0:
-                            rule[1] -= 1
-                            fail = True
-                            break
-                if fail:
-                    status, data, headers = 503, proxy.SLOW_DOWN, [("Content-Type", "application/xml")]
-                else:
-                    conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
-                    try:
-                        fwd = {k: v for k, v in self.headers.items()
-                               if k.lower() not in ("connection", "keep-alive")}
-                        conn.request(self.command, self.path, body=body or None, headers=fwd)
-                        resp = conn.getresponse()
-                        status, data = resp.status, resp.read()
-                        headers = [(k, v) for k, v in resp.getheaders()
-                                   if k.lower() not in ("connection", "keep-alive", "transfer-encoding",
-                                                        "content-length")]
-                    finally:
-                        conn.close()
-                self.send_response(status)
-                for k, v in headers:
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-                with proxy.lock:
-                    proxy.log.append((self.command, path, status, len(data), t0, time.monotonic()))
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
-
-        self.port = free_port()
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self):
-        self.thread.start()
-        wait_port(self.port)
-        return self
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def reset(self):
-        with self.lock:
-            self.log.clear()
-            self.failures.clear()
-
-    def fail(self, match: str, times: int):
-        with self.lock:
-            self.failures.append([match, times])
-
-    def gets(self, match: str = "") -> list[tuple]:
-        with self.lock:
-            return [e for e in self.log if e[0] == "GET" and match in e[1]]
-
-    def served_bytes(self, match: str = "") -> int:
-        """Object bytes of successful GETs (error bodies are not object data)."""
-        return sum(e[3] for e in self.gets(match) if 200 <= e[2] < 300)
-
-
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    moto = MotoS3().start()
-    moto.client().create_bucket(Bucket="cost")
-    proxy = CountingProxy(moto.port).start()
-    base = tmp_path_factory.mktemp("cost-s3")
     # The broker tiers straight to moto; only the readers go through the counting proxy.
-    # It subscribes to every client metric (KIP-714), so Spark's tasks push theirs to it.
-    c = EmbeddedCluster(str(base / "data"), remote_storage="s3://cost/kt", s3_endpoint_url=moto.endpoint,
-                        s3_region="us-east-1", s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET,
-                        telemetry_metrics=("",))
-    try:
-        c.start()
-        for t, p in PARTITIONS:
-            c.import_log_dir(t, p, fixture_segments(t, p))
-        assert c.tier()
-        c.moto, c.proxy = moto, proxy
+    # The broker subscribes to every client metric (KIP-714), so Spark's tasks push theirs to it.
+    with s3_tiered_cluster(tmp_path_factory.mktemp("cost-s3"), "cost", PARTITIONS,
+                           telemetry_metrics=("",)) as c:
         yield c
-    finally:
-        c.stop()
-        proxy.stop()
-        moto.stop()
 
 
 def assign_options(c, **extra) -> dict:

@@ -16,11 +16,10 @@ import time
 
 import pytest
 
-from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments
+from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments, s3_tiered_cluster
 from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
 from spark_session import spark_env
-from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
-from test_faults_storage import BodyFaultProxy
+from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
 from kafka_tiered_source.testing import EmbeddedCluster
 
@@ -63,23 +62,10 @@ S3_PARTITIONS = [("orders", 0), ("payments", 0)]
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    moto = MotoS3().start()
-    moto.client().create_bucket(Bucket="tiered")
-    proxy = BodyFaultProxy(moto.port)
     base = tmp_path_factory.mktemp("faults-spark-s3")
-    c = EmbeddedCluster(str(base / "data"), remote_storage="s3://tiered/kt", s3_endpoint_url=moto.endpoint,
-                        s3_region="us-east-1", s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET)
-    try:
-        c.start()
-        for t, p in S3_PARTITIONS:
-            c.import_log_dir(t, p, fixture_segments(t, p))
-        assert c.tier()
-        c.proxy, c.base = proxy, base
+    with s3_tiered_cluster(base, "tiered", S3_PARTITIONS) as c:
+        c.base = base
         yield c
-    finally:
-        c.stop()
-        proxy.stop()
-        moto.stop()
 
 
 def test_task_failing_its_first_attempt_is_retried_and_every_offset_comes_once(s3):
@@ -94,7 +80,7 @@ def test_task_failing_its_first_attempt_is_retried_and_every_offset_comes_once(s
                "remote.storage.s3.access.key.id": S3_KEY_ID, "remote.storage.s3.secret.access.key": S3_SECRET,
                "partition.target.bytes": str(512 * 1024)}
     # past the first batch: the failed attempt has already handed Spark some rows
-    rule = s3.proxy.add(".log", "corrupt", times=1, keep=lambda n: n * 3 // 4)
+    rule = s3.proxy.add(Rule(match=".log", damage="corrupt", times=1, keep=lambda n: n * 3 // 4))
     out = s3.base / "retry.json"
     env = {**os.environ, **spark_env()}
     proc = run_driver("local[2,4]", options, out, env, str(s3.base))
@@ -106,7 +92,7 @@ def test_task_failing_its_first_attempt_is_retried_and_every_offset_comes_once(s
             proc.wait()
     log = driver_log(out)
     assert proc.returncode == 0, log[-4000:]
-    assert rule["hits"] == 1
+    assert rule.hits == 1
     # the attempt really failed, for the reason given, and was retried
     assert "CorruptRecordError" in log and "Lost task" in log, log[-4000:]
     check_result(out, S3_PARTITIONS)

@@ -1,6 +1,6 @@
 """Object-store faults during direct reads (issue 9 part B), without Spark: a plan from
 ``plan_read`` and every task run by ``TaskReader``, against a real moto S3 server behind
-fault-injecting HTTP proxies.
+a fault-injecting HTTP proxy.
 
 Every fault must end in the same rows (retried, or fallen back to the broker) or in a clear
 error, and every offset must come out exactly once.  The metrics say which path was taken:
@@ -8,15 +8,11 @@ error, and every offset must come out exactly once.  The metrics say which path 
 """
 from __future__ import annotations
 
-import http.client
-import http.server
-import threading
-
 import pytest
 
 from broker_fixtures import fixture_segments
 from spark_helpers import arrow_rows, expected_rows, first_difference
-from storage_servers import S3_KEY_ID, S3_SECRET, Blackhole, FaultProxy, MotoS3, Rule, free_port, unique, wait_port
+from storage_servers import S3_KEY_ID, S3_SECRET, Blackhole, FaultProxy, MotoS3, Rule, unique
 
 from kafka_tiered_source.errors import DataLossError
 from kafka_tiered_source.spark.datasource import plan_read
@@ -30,99 +26,6 @@ TOPIC, PART = "orders", 0
 BUCKET = "tiered"
 WANT = expected_rows(TOPIC, PART, False)
 BROKER_REMOTE_BYTES = "remote_fetch_bytes_total"
-
-
-# ---------------------------------------------------------------------------------------------
-# a proxy that damages bodies (FaultProxy answers whole, well-formed responses only)
-
-
-class BodyFaultProxy:
-    """HTTP/1.1 reverse proxy in front of moto.  For a GET whose path contains ``match`` (at
-    most ``times`` times, None = always) it damages the body:
-
-    * ``"close-early"``: promises the real Content-Length, sends ``keep`` of the bytes, then
-      closes the connection (a body cut off in transit);
-    * ``"short-length"``: sends a well-formed response whose Content-Length (and body) hold only
-      ``keep`` of the bytes, without the object checksum headers (a store or middlebox that
-      answers fewer bytes than asked for, as real S3 sends no checksum for a ranged GET);
-    * ``"short-length-checksum"``: the same, keeping moto's ``x-amz-checksum-*`` headers, which
-      then no longer match the body;
-    * ``"corrupt"``: the whole body, one byte flipped at ``keep(len)`` (inside the first record
-      batch's CRC-covered bytes), no checksum headers: only the decoder's CRC-32C check can
-      tell.
-    """
-
-    def __init__(self, upstream_port: int):
-        self.upstream_port = upstream_port
-        self.rules: list[dict] = []
-        self.lock = threading.Lock()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                with proxy.lock:
-                    rule = next((r for r in proxy.rules if r["match"] in self.path
-                                 and (r["times"] is None or r["hits"] < r["times"])), None)
-                    if rule is not None:
-                        rule["hits"] += 1
-                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=30)
-                try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-                    conn.request("GET", self.path, headers=headers)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                finally:
-                    conn.close()
-                keep = len(data) if rule is None or resp.status >= 300 else rule["keep"](len(data))
-                mode = rule["mode"] if rule is not None and resp.status < 300 else None
-                self.send_response(resp.status, resp.reason)
-                for k, v in resp.getheaders():
-                    if k.lower() in ("connection", "keep-alive", "transfer-encoding", "content-length"):
-                        continue
-                    if mode in ("short-length", "corrupt") and k.lower().startswith("x-amz-checksum"):
-                        continue
-                    self.send_header(k, v)
-                short = mode in ("short-length", "short-length-checksum")
-                self.send_header("Content-Length", str(keep if short else len(data)))
-                if mode == "close-early":
-                    self.send_header("Connection", "close")
-                self.end_headers()
-                if mode == "corrupt":
-                    data = data[:keep] + bytes([data[keep] ^ 0xFF]) + data[keep + 1:]
-                    keep = len(data)
-                self.wfile.write(data[:keep] if mode else data)
-                if mode == "close-early":
-                    self.wfile.flush()
-                    self.close_connection = True
-
-        self.port = free_port()
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        wait_port(self.port)
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def add(self, match: str, mode: str, *, times: int | None = None, keep=lambda n: n // 2) -> dict:
-        rule = {"match": match, "mode": mode, "times": times, "keep": keep, "hits": 0}
-        with self.lock:
-            self.rules.append(rule)
-        return rule
-
-    def reset(self):
-        with self.lock:
-            self.rules.clear()
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,19 +67,11 @@ def proxy(moto):
     p.stop()
 
 
-@pytest.fixture(scope="module")
-def body_proxy(moto):
-    p = BodyFaultProxy(moto.port)
-    yield p
-    p.stop()
-
-
 @pytest.fixture(autouse=True)
-def _clean_proxies(request):
+def _clean_proxy(request):
     yield
-    for name in ("proxy", "body_proxy"):
-        if name in request.fixturenames:
-            request.getfixturevalue(name).reset()
+    if "proxy" in request.fixturenames:
+        request.getfixturevalue("proxy").reset()
 
 
 def options(c, endpoint: str, *, bucket: str = BUCKET, **extra) -> ReadOptions:
@@ -331,20 +226,20 @@ def test_read_timeout_falls_back_and_is_counted(cluster, proxy):
 # damaged bodies
 
 
-def test_body_cut_off_in_transit_is_retried(cluster, body_proxy):
-    opts = options(cluster, body_proxy.endpoint)
-    rule = body_proxy.add(".log", "close-early", times=1)
+def test_body_cut_off_in_transit_is_retried(cluster, proxy):
+    opts = options(cluster, proxy.endpoint)
+    rule = proxy.add(Rule(match=".log", damage="close-early", times=1))
     batches, stats = read_all(opts)
-    assert rule["hits"] == 1
+    assert rule.hits == 1
     assert_rows(batches)
     assert stats.fallbacks == 0
     assert stats.remote_errors == {"RemoteConnectionError": 1}
 
 
-def test_body_always_cut_off_falls_back(cluster, body_proxy):
-    opts = options(cluster, body_proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
+def test_body_always_cut_off_falls_back(cluster, proxy):
+    opts = options(cluster, proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
     ranges = remote_tasks(plan_read(opts))
-    body_proxy.add(".log", "close-early")
+    proxy.add(Rule(match=".log", damage="close-early"))
     batches, stats = read_all(opts)
     assert_rows(batches)
     assert stats.remote_errors == {"RemoteConnectionError": 2 * ranges}
@@ -353,41 +248,41 @@ def test_body_always_cut_off_falls_back(cluster, body_proxy):
 
 @pytest.mark.parametrize("keep", [lambda n: n // 2, lambda n: 0, lambda n: n - 1],
                          ids=["half", "nothing", "one-byte-short"])
-def test_short_body_with_matching_content_length_falls_back(cluster, body_proxy, keep):
+def test_short_body_with_matching_content_length_falls_back(cluster, proxy, keep):
     """A well-formed answer with fewer bytes than the range asked for: the reader notices the
     offsets it was promised are missing and fetches them through the broker; never a row
     less, never a row twice."""
-    opts = options(cluster, body_proxy.endpoint)
+    opts = options(cluster, proxy.endpoint)
     ranges = remote_tasks(plan_read(opts))
-    body_proxy.add(".log", "short-length", keep=keep)
+    proxy.add(Rule(match=".log", damage="short-length", keep=keep))
     batches, stats = read_all(opts)
     assert_rows(batches)
     assert stats.fallbacks == ranges
     assert stats.remote_failed == 0      # every GET "succeeded"; the shortfall is the reader's find
 
 
-def test_short_body_that_fails_its_checksum_is_retried_then_falls_back(cluster, body_proxy):
+def test_short_body_that_fails_its_checksum_is_retried_then_falls_back(cluster, proxy):
     """moto sends the object's checksum; botocore finds the cut body does not match it.  That
     is a damaged transfer: retried, then the broker (it used to escape as a raw botocore
     FlexibleChecksumError and kill the task)."""
-    opts = options(cluster, body_proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
+    opts = options(cluster, proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
     ranges = remote_tasks(plan_read(opts))
-    body_proxy.add(".log", "short-length-checksum")
+    proxy.add(Rule(match=".log", damage="short-length-checksum"))
     batches, stats = read_all(opts)
     assert_rows(batches)
     assert stats.remote_errors == {"RemoteConnectionError": 2 * ranges}
     assert stats.fallbacks == ranges
 
 
-def test_corrupt_body_fails_the_task_naming_object_and_position(cluster, body_proxy):
+def test_corrupt_body_fails_the_task_naming_object_and_position(cluster, proxy):
     """Bytes that arrive whole but wrong (no checksum to catch them in transit) are caught by
     the batch CRC: the read stops with a CorruptRecordError naming where, never wrong rows.
     (In Spark the task fails and is retried: test_faults_spark.)"""
     from kafka_tiered_source.errors import CorruptRecordError
-    opts = options(cluster, body_proxy.endpoint)
+    opts = options(cluster, proxy.endpoint)
     plan = plan_read(opts)
     first_remote = next(r for r in plan.remote_ranges)
-    body_proxy.add(".log", "corrupt", times=1, keep=lambda n: 70)
+    proxy.add(Rule(match=".log", damage="corrupt", times=1, keep=lambda n: 70))
     reader = TaskReader(opts)
     with pytest.raises(CorruptRecordError) as info:
         read_all(opts, plan.tasks, reader)
@@ -395,11 +290,11 @@ def test_corrupt_body_fails_the_task_naming_object_and_position(cluster, body_pr
     assert "crc" in str(info.value).lower()
 
 
-def test_short_body_that_fails_its_checksum_once_is_retried(cluster, body_proxy):
-    opts = options(cluster, body_proxy.endpoint)
-    rule = body_proxy.add(".log", "short-length-checksum", times=1)
+def test_short_body_that_fails_its_checksum_once_is_retried(cluster, proxy):
+    opts = options(cluster, proxy.endpoint)
+    rule = proxy.add(Rule(match=".log", damage="short-length-checksum", times=1))
     batches, stats = read_all(opts)
-    assert rule["hits"] == 1
+    assert rule.hits == 1
     assert_rows(batches)
     assert stats.fallbacks == 0 and stats.remote_errors == {"RemoteConnectionError": 1}
 

@@ -8,9 +8,8 @@ import threading
 
 import pytest
 
-from broker_fixtures import fixture_segments
-from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
-from test_cost_spark import CountingProxy
+from broker_fixtures import fixture_segments, s3_tiered_cluster
+from storage_servers import S3_KEY_ID, S3_SECRET
 
 from kafka_tiered_source.cost import estimate_plan
 from kafka_tiered_source.errors import ConfigError
@@ -110,22 +109,8 @@ def test_quota_options_parse_into_the_read_options():
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    moto = MotoS3().start()
-    moto.client().create_bucket(Bucket="quota")
-    proxy = CountingProxy(moto.port).start()
-    base = tmp_path_factory.mktemp("quota-s3")
-    c = EmbeddedCluster(str(base / "data"), remote_storage="s3://quota/kt", s3_endpoint_url=moto.endpoint,
-                        s3_region="us-east-1", s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET)
-    try:
-        c.start()
-        c.import_log_dir("payments", 0, fixture_segments("payments", 0))
-        assert c.tier()
-        c.proxy = proxy
+    with s3_tiered_cluster(tmp_path_factory.mktemp("quota-s3"), "quota", [("payments", 0)]) as c:
         yield c
-    finally:
-        c.stop()
-        proxy.stop()
-        moto.stop()
 
 
 def _options(c, **extra) -> dict:

@@ -15,11 +15,12 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql.types import StructType
 
-from broker_fixtures import FIXTURE_PARTITIONS, consume_kafka_python, fixture_expected, fixture_segments
+from broker_fixtures import (FIXTURE_PARTITIONS, consume_kafka_python, fixture_expected, fixture_segments,
+                             s3_tiered_cluster)
 from spark_helpers import (arrow_rows, b64, collect_rows, consumer_rows, expected_rows,
                            first_difference, load)
 from spark_session import spark  # noqa: F401  (fixture)
-from storage_servers import S3_KEY_ID, S3_SECRET, FaultProxy, MotoS3, Rule
+from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
 import kafka_tiered_source as kts
 from kafka_tiered_source.spark.datasource import plan_read
@@ -252,24 +253,8 @@ S3_PARTITIONS = [("orders", 0), ("payments", 0)]
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    moto = MotoS3().start()
-    moto.client().create_bucket(Bucket="tiered")
-    proxy = FaultProxy(moto.port).start()
-    base = tmp_path_factory.mktemp("spark-s3")
-    c = EmbeddedCluster(str(base / "data"), remote_storage="s3://tiered/kt", presign=True,
-                        s3_endpoint_url=moto.endpoint, s3_region="us-east-1",
-                        s3_access_key_id=S3_KEY_ID, s3_secret_access_key=S3_SECRET)
-    try:
-        c.start()
-        for t, p in S3_PARTITIONS:
-            c.import_log_dir(t, p, fixture_segments(t, p))
-        assert c.tier()
-        c.moto, c.proxy = moto, proxy
+    with s3_tiered_cluster(tmp_path_factory.mktemp("spark-s3"), "tiered", S3_PARTITIONS, presign=True) as c:
         yield c
-    finally:
-        c.stop()
-        proxy.stop()
-        moto.stop()
 
 
 def s3_options(c, iso, endpoint=None, **extra) -> dict:

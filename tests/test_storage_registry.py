@@ -56,6 +56,14 @@ def test_bad_values_name_the_option(opts, option):
     assert ei.value.option == option and option in str(ei.value)
 
 
+def test_padded_offsets_takes_the_same_booleans_as_the_kafka_client():
+    for text, want in (("YES", True), ("1", True), (" false ", False), ("no", False)):
+        assert FetcherConfig.from_options({"remote.storage.layout.padded.offsets": text}).padded_offsets is want
+    with pytest.raises(ConfigError) as ei:
+        FetcherConfig.from_options({"remote.storage.layout.padded.offsets": "on"})
+    assert str(ei.value) == "option remote.storage.layout.padded.offsets must be true or false, got 'on'"
+
+
 def test_secrets_are_wrapped_and_never_shown():
     secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
     c = FetcherConfig.from_options({"remote.storage.fetcher": "s3", "remote.storage.s3.bucket": "b",

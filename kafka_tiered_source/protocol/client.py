@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..errors import BrokerError, ConfigError, ProtocolError
+from ..option_parsing import parse_bool
 from ..redact import Secret
 from . import codec, kip1248, messages as m
 from .errors import broker_error
@@ -66,15 +67,6 @@ IGNORED_KEYS = frozenset({
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-def _bool(key, value) -> bool:
-    v = str(value).strip().lower()
-    if v in ("true", "1", "yes"):
-        return True
-    if v in ("false", "0", "no"):
-        return False
-    raise ConfigError(f"{key} must be true or false, got {value!r}", option=key)
 
 
 def _int(key, value, lo=0) -> int:
@@ -189,7 +181,7 @@ class ClientConfig:
             elif key in ("ssl.key.password", "ssl.password"):
                 kw["ssl_key_password"] = Secret(str(value))
             elif key == "ssl.check.hostname":
-                kw["ssl_check_hostname"] = _bool(key, value)
+                kw["ssl_check_hostname"] = parse_bool(key, value)
             elif key == "ssl.endpoint.identification.algorithm":
                 # Kafka's spelling: "https" verifies the host name, "" turns that off.
                 kw["ssl_check_hostname"] = str(value).strip().lower() == "https"

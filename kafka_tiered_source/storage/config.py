@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..errors import ConfigError
+from ..option_parsing import parse_bool
 from ..redact import Secret, is_secret_key
 
 MiB = 1024 * 1024
@@ -66,15 +67,6 @@ FETCH_OPTIONS: dict[str, tuple[int, str]] = {
 
 LAYOUTS = ("aiven", "kafka-local-tiered", "template")
 _PASSTHROUGH = "remote.storage.custom."
-
-
-def _parse_bool(key: str, value: str) -> bool:
-    v = str(value).strip().lower()
-    if v in ("true", "1", "yes"):
-        return True
-    if v in ("false", "0", "no"):
-        return False
-    raise ConfigError(f"option {key} must be true or false, got {value!r}", option=key)
 
 
 @dataclass(frozen=True)
@@ -146,7 +138,7 @@ class FetcherConfig:
                 elif key == "remote.storage.layout.template":
                     kw["template"] = str(value)
                 elif key == "remote.storage.layout.padded.offsets":
-                    kw["padded_offsets"] = _parse_bool(key, value)
+                    kw["padded_offsets"] = parse_bool(key, value, label=f"option {key}")
                 elif key == "remote.storage.prefix":
                     kw["prefix"] = str(value)
                 else:
