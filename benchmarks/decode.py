@@ -2,6 +2,11 @@
 reader (bare iteration, and turned into a pyarrow table) and kafka-python, per codec, with the
 codec alone as the ceiling for compressed input.
 
+"codec only" is the codec library the pure-Python decoder uses, called as it calls it
+(records/codecs.py).  The native decoder reads lz4 frames with its own block reader
+(native/lz4.c), so for lz4 the reader alone is timed too, decoding into a buffer allocated
+once ("own lz4 reader only"): the native decode is also shown as a share of that.
+
     python -m benchmarks.decode [--quick]
 
 Material: one batch of 100,000 records (16-byte keys, ~100-byte values, one header on every
@@ -25,6 +30,7 @@ import lz4.frame
 import pyarrow as pa
 import zstandard
 
+from kafka_tiered_source import _native
 from kafka_tiered_source.records import decode, decode_batches
 from kafka_tiered_source.records.codecs import decompress
 
@@ -86,8 +92,10 @@ def records_bytes(n, key_size, value_size, rnd):
     return b"".join(parts)
 
 
-def make_batch(raw, count, codec):
+def make_batch(raw, count, codec, encode=None):
+    """One batch of `count` records (`raw`), compressed as `codec` (or with `encode`)."""
     cid, fn = CODECS[codec]
+    fn = encode or fn
     body = raw if fn is None else fn(raw)
     head = bytearray(61)
     struct.pack_into(">qiibIhiqqqhii", head, 0, 0, 49 + len(body), 0, 2, 0, cid, count - 1,
@@ -185,6 +193,10 @@ def main(argv=None):
             cid, body = CODECS[codec][0], batch[61:]
             contenders.append(("codec only", lambda: decompress(cid, body, 1 << 30, position=0,
                                                                  base_offset=0)))
+        if codec == "lz4":
+            out = bytearray(2 * len(raw) + (1 << 20))
+            contenders.append(("own lz4 reader only",
+                               lambda: _native.lz4_decompress(body, 1 << 30, out)))
         contenders += [("aiokafka C (bare)", aiokafka_bare(batch)),
                        ("aiokafka C -> arrow", aiokafka_arrow(batch)),
                        ("kafka-tiered native", lambda: decode_batches(batch, backend="native"))]
@@ -198,7 +210,7 @@ def main(argv=None):
         if codec in ("none", "zstd"):
             rows["kafka-python (bare)"] = best(kafka_python_bare(batch), 1)
         rows["kafka-tiered python"] = best(lambda: decode_batches(batch, backend="python"), 1)
-        order = ["codec only", "aiokafka C (bare)", "aiokafka C -> arrow", "kafka-python (bare)",
+        order = ["codec only", "own lz4 reader only", "aiokafka C (bare)", "aiokafka C -> arrow", "kafka-python (bare)",
                  "kafka-tiered python", "kafka-tiered native"]
         for name in order:
             if name not in rows:
@@ -213,6 +225,10 @@ def main(argv=None):
         if "codec only" in rows:
             print(f"{codec:8} {'':22} native runs at "
                   f"{rows['codec only'] / rows['kafka-tiered native'] * 100:.0f}% of codec-only speed")
+        if "own lz4 reader only" in rows:
+            print(f"{codec:8} {'':22} and at "
+                  f"{rows['own lz4 reader only'] / rows['kafka-tiered native'] * 100:.0f}% of "
+                  f"its own lz4 reader's speed")
         results[codec] = rows
 
     # a few large values

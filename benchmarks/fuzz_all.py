@@ -261,10 +261,29 @@ def _fixture_batches(limit: int = 40, max_size: int = 20_000):
     return out
 
 
+def _lz4_piece_batches():
+    """lz4 batches of ~300 KB of records: more than one of the pieces the native decoder
+    parses at a time (native/records.c append_lz4), so records are cut by piece ends; in frames
+    of independent and of linked 64 KiB blocks.  The values are runs: the batches stay small."""
+    import lz4.frame
+
+    from benchmarks.decode import _varint, make_batch
+
+    records = []
+    for i in range(100):
+        body = (b"\x00" + _varint(i) + _varint(i) + _varint(1) + b"k" + _varint(3000)
+                + bytes([97 + i % 26]) * 3000 + _varint(0))
+        records.append(_varint(len(body)) + body)
+    raw = b"".join(records)
+    return [make_batch(raw, 100, "lz4", encode=lambda d, linked=linked: lz4.frame.compress(
+        d, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=linked, store_size=False))
+        for linked in (False, True)]
+
+
 def seeds(name: str) -> list[bytes]:
     rng = random.Random(1248)
     if name.startswith("decode"):
-        batches = _fixture_batches()
+        batches = _fixture_batches() + _lz4_piece_batches()
         out = [bytes([flags]) + b for b in batches for flags in (1, 9, 35)]
         out.append(bytes([1]) + b"".join(batches[:3]))
         return out

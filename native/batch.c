@@ -5,13 +5,17 @@
 #include "records.h"
 #include "crc32c.h"
 
-#define KT_HEADER_SIZE 61
-#define KT_CRC_OFFSET 17
-#define KT_ATTR_OFFSET 21
-
-static uint32_t be32(const uint8_t *p)
+uint32_t kt_be32(const uint8_t *p)
 {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+int kt_crc_mismatch(const kt_cursor *c, Py_ssize_t pos, uint32_t stored, uint32_t computed,
+                    kt_error *e)
+{
+    if (stored == computed) return 0;
+    return kt_fail(c, pos + KT_CRC_OFFSET, e, "CRC-32C mismatch: stored 0x%08x, computed 0x%08x",
+                   stored, computed);
 }
 
 /* crc32c(data, start=0, end=len) -> int */
@@ -46,7 +50,7 @@ PyObject *kt_py_check_batch(PyObject *self, PyObject *args)
     int verify_crc;
     if (!PyArg_ParseTuple(args, "y*nnnp", &view, &pos, &size, &origin, &verify_crc))
         return NULL;
-    kt_cursor c = {(const uint8_t *)view.buf, pos, view.len, origin, 0};
+    kt_cursor c = {(const uint8_t *)view.buf, pos, view.len, origin, 0, 0};
     kt_error e;
     const uint8_t *b = c.buf + pos;
     if (kt_need(&c, size, &e, "record batch") || kt_need(&c, KT_HEADER_SIZE, &e, "batch header"))
@@ -56,15 +60,11 @@ PyObject *kt_py_check_batch(PyObject *self, PyObject *args)
         goto fail;
     }
     if (verify_crc) {
-        uint32_t stored = be32(b + KT_CRC_OFFSET), computed;
+        uint32_t stored = kt_be32(b + KT_CRC_OFFSET), computed;
         Py_BEGIN_ALLOW_THREADS
         computed = kt_crc32c(0, b + KT_ATTR_OFFSET, (size_t)(size - KT_ATTR_OFFSET));
         Py_END_ALLOW_THREADS
-        if (stored != computed) {
-            kt_fail(&c, pos + KT_CRC_OFFSET, &e,
-                    "CRC-32C mismatch: stored 0x%08x, computed 0x%08x", stored, computed);
-            goto fail;
-        }
+        if (kt_crc_mismatch(&c, pos, stored, computed, &e)) goto fail;
     }
     PyBuffer_Release(&view);
     Py_RETURN_NONE;

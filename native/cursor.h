@@ -26,6 +26,8 @@ typedef struct {
     Py_ssize_t end;       /* one past the last readable index */
     Py_ssize_t origin;    /* absolute position of buf[0] (or of the batch, when decompressed) */
     int decompressed;     /* buf holds decompressed records: positions are not input positions */
+    Py_ssize_t skew;      /* decompressed: index in the batch's records of buf[0] (when buf holds
+                           * only a window of them) */
 } kt_cursor;
 
 /* Record an error found at index `at` of the cursor's window.  Always returns -1. */
@@ -38,7 +40,8 @@ static inline int kt_fail(const kt_cursor *c, Py_ssize_t at, kt_error *e, const 
     va_end(ap);
     if (c->decompressed) {
         e->pos = c->origin;
-        snprintf(e->msg, sizeof e->msg, "%s at byte %zd of the decompressed records", what, at);
+        snprintf(e->msg, sizeof e->msg, "%s at byte %zd of the decompressed records", what,
+                 at + c->skew);
     } else {
         e->pos = c->origin + at;
         snprintf(e->msg, sizeof e->msg, "%s", what);

@@ -2,6 +2,9 @@
  * See kafka_tiered_source/records/__init__.py for the interface both backends share. */
 #include "records.h"
 #include "crc32c.h"
+#include "lz4.h"
+
+#include <stdlib.h>
 
 PyObject *kt_RecordFormatError;
 
@@ -20,7 +23,75 @@ static PyObject *py_crc32c_impl(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(kt_crc32c_impl());
 }
 
+/* lz4_decompress(frame, limit[, out]) -> bytes, or the size written into `out` (a writable
+ * buffer, reused by the decode benchmark so that it times the reader, not page faults): the
+ * whole frame through the block reader append_lz4 uses.  ValueError naming what the reader
+ * refused, or the limit.  Tests compare it with python-lz4. */
+static PyObject *py_lz4_decompress(PyObject *self, PyObject *args)
+{
+    Py_buffer view, given = {0};
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*n|w*", &view, &limit, &given)) return NULL;
+    kt_lz4_frame f;
+    const char *why = NULL;
+    uint8_t *out = given.buf;
+    size_t cap = given.buf ? (size_t)given.len : 0, have = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (kt_lz4_begin(&f, view.buf, (size_t)view.len) == KT_LZ4_BAD) {
+        why = f.why;
+    } else if (f.has_size && f.content_size > (uint64_t)limit) {
+        why = "content size over the limit";
+    } else {
+        for (;;) {
+            if (cap - have < f.block_max + KT_LZ4_SLACK) {
+                if (given.buf) {
+                    why = "output buffer too small";
+                    break;
+                }
+                size_t ncap = cap ? 2 * cap : 3 * (size_t)view.len + f.block_max + KT_LZ4_SLACK;
+                while (ncap - have < f.block_max + KT_LZ4_SLACK) ncap *= 2;
+                uint8_t *p = realloc(out, ncap);
+                if (!p) {
+                    why = "out of memory";
+                    break;
+                }
+                out = p;
+                cap = ncap;
+            }
+            size_t got;
+            int k = kt_lz4_next(&f, out + have, &got);
+            have += got;
+            if (k == KT_LZ4_BAD) {
+                why = f.why;
+                break;
+            }
+            if (have > (size_t)limit) {
+                why = "output over the limit";
+                break;
+            }
+            if (k == KT_LZ4_END) break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *ret = NULL;
+    if (why)
+        PyErr_Format(PyExc_ValueError, "lz4: %s", why);
+    else if (given.buf)
+        ret = PyLong_FromSize_t(have);
+    else
+        ret = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)have);
+    if (given.buf)
+        PyBuffer_Release(&given);
+    else
+        free(out);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
+    {"lz4_decompress", py_lz4_decompress, METH_VARARGS,
+     "lz4_decompress(frame, limit[, out]) -> bytes, or the size written into out "
+     "(the block reader of Builder.append_lz4)"},
     {"crc32c", kt_py_crc32c, METH_VARARGS, "crc32c(data, start=0, end=len) -> int"},
     {"check_batch", kt_py_check_batch, METH_VARARGS,
      "check_batch(data, pos, size, origin, verify_crc): magic and CRC-32C of one batch"},

@@ -8,6 +8,8 @@
  */
 #include "records.h"
 #include "varint.h"
+#include "crc32c.h"
+#include "lz4.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -253,6 +255,7 @@ typedef struct {
     kt_vec hv_valid, hv_offsets, hv_data;
     Py_ssize_t hv_nulls;
     kt_vec scratch;   /* header spans of the record being parsed */
+    kt_vec window;    /* append_lz4: the decompressed records not parsed yet */
 } kt_Builder;
 
 typedef struct {
@@ -281,7 +284,7 @@ static int builder_reset(kt_Builder *b)
 
 static void builder_dealloc(kt_Builder *b)
 {
-    kt_vec *vs[] = {ALL_VECS(b), &b->scratch};
+    kt_vec *vs[] = {ALL_VECS(b), &b->scratch, &b->window};
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
         free(vs[i]->p);
     Py_TYPE(b)->tp_free((PyObject *)b);
@@ -530,10 +533,24 @@ static inline void copy_data(uint8_t *d, const uint8_t *s, Py_ssize_t n, Py_ssiz
     }
 }
 
-/* Parse up to *remaining records from the cursor's window.  `rows_room`: rows append()
- * reserved; `buf_end`: end of the caller's buffer (readable, maybe past the window). */
+/* Bytes of the record at p when it lies wholly in [p, lim) behind a well-formed length; else
+ * 0 (not all there yet, or malformed: the final pass, over everything, reports it). */
+static inline Py_ssize_t complete_record(const uint8_t *p, const uint8_t *lim)
+{
+    uint32_t u;
+    const uint8_t *q = fast_u32(p, lim, &u);
+    if (!q) return 0;
+    int32_t len = ZZ32(u);
+    if (len < 0 || len > lim - q) return 0;
+    return (q - p) + len;
+}
+
+/* Parse up to *remaining records from the cursor's window (reserve_window() made room for
+ * them).  `buf_end`: end of the caller's buffer (readable, maybe past the window).  `partial`:
+ * the window is a piece of the records, so stop, without error, at a record that is not wholly
+ * in it yet (or whose length is malformed: reported once the window is everything). */
 static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_error *e,
-                       Py_ssize_t *remaining, const uint8_t *buf_end)
+                       Py_ssize_t *remaining, const uint8_t *buf_end, int partial)
 {
     const uint8_t *const buf = c->buf, *const end = buf + c->end;
     const uint8_t *p = buf + c->pos;
@@ -567,9 +584,9 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
         uint64_t u64;
         int32_t len, klen, vlen;
         int64_t offset, ts, ts_us;
-        if (!(q = fast_u32(p, end, &u))) goto slow;
+        if (!(q = fast_u32(p, end, &u))) goto edge;
         len = ZZ32(u);
-        if (len < 6 || len > end - q) goto slow;
+        if (len < 6 || len > end - q) goto edge;
         rend = q + len;
         q += 1;   /* attributes */
         if (!(q = fast_u64(q, rend, &u64))) goto slow;
@@ -679,11 +696,16 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
         row++;
         p = rend;
         continue;
+    edge:
+        if (partial && !complete_record(p, end)) break;   /* the rest comes with the next piece */
     slow:
         STORE();
         c->pos = p - buf;
         rc = parse_record(b, c, bi, e);
-        if (rc != KT_OK) goto out;
+        if (rc != KT_OK) {
+            c->pos = p - buf;   /* at the record that stopped us (append_lz4 resumes there) */
+            goto out;
+        }
         p = buf + c->pos;
         LOAD();
     }
@@ -698,6 +720,27 @@ nomem:
     goto out;
 #undef LOAD
 #undef STORE
+}
+
+/* Size the columns for a window of `win` record bytes at once (a record takes at least 7
+ * bytes, and its key and value fit in it), so the record loop never checks for room; untouched
+ * reserve costs address space, not memory.  The GIL must be held (the buffer pool). */
+static int reserve_window(kt_Builder *b, Py_ssize_t win, Py_ssize_t remaining)
+{
+    Py_ssize_t rows = win / 7 + 1;
+    if (rows > remaining) rows = remaining;
+    Py_ssize_t data = (win < b->max_bytes ? win : b->max_bytes) + KT_SLACK;
+    if (vec_reserve_pooled(&b->offsets, 8 * rows) || vec_reserve_pooled(&b->timestamps, 8 * rows) ||
+        vec_reserve_pooled(&b->ts_types, 4 * rows) || vec_reserve_pooled(&b->key_offsets, 4 * rows) ||
+        vec_reserve_pooled(&b->val_offsets, 4 * rows) ||
+        vec_reserve(&b->key_valid, (b->rows + rows) / 8 + 1 - b->key_valid.len) ||
+        vec_reserve(&b->val_valid, (b->rows + rows) / 8 + 1 - b->val_valid.len) ||
+        vec_reserve_pooled(&b->key_data, data) || vec_reserve_pooled(&b->val_data, data) ||
+        (b->include_headers && (vec_reserve_pooled(&b->hdr_offsets, 4 * rows) ||
+                                vec_reserve(&b->hdr_valid,
+                                            (b->rows + rows) / 8 + 1 - b->hdr_valid.len))))
+        return KT_NOMEM;
+    return KT_OK;
 }
 
 /* append(data, pos, end, remaining, base_offset, base_timestamp, max_timestamp, log_append,
@@ -721,28 +764,12 @@ static PyObject *builder_append(kt_Builder *b, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "append: window out of range");
         return NULL;
     }
-    kt_cursor c = {(const uint8_t *)view.buf, pos, end, origin, decompressed};
+    kt_cursor c = {(const uint8_t *)view.buf, pos, end, origin, decompressed, 0};
     kt_error e;
-    int rc = KT_OK;
-    /* Size the columns for the whole window at once (a record takes at least 7 bytes, and its
-     * key and value fit in it), so the record loop never checks for room; untouched reserve
-     * costs address space, not memory. */
-    Py_ssize_t win = end - pos, rows = win / 7 + 1;
-    if (rows > remaining) rows = remaining;
-    Py_ssize_t data = (win < b->max_bytes ? win : b->max_bytes) + KT_SLACK;
-    if (vec_reserve_pooled(&b->offsets, 8 * rows) || vec_reserve_pooled(&b->timestamps, 8 * rows) ||
-        vec_reserve_pooled(&b->ts_types, 4 * rows) || vec_reserve_pooled(&b->key_offsets, 4 * rows) ||
-        vec_reserve_pooled(&b->val_offsets, 4 * rows) ||
-        vec_reserve(&b->key_valid, (b->rows + rows) / 8 + 1 - b->key_valid.len) ||
-        vec_reserve(&b->val_valid, (b->rows + rows) / 8 + 1 - b->val_valid.len) ||
-        vec_reserve_pooled(&b->key_data, data) || vec_reserve_pooled(&b->val_data, data) ||
-        (b->include_headers && (vec_reserve_pooled(&b->hdr_offsets, 4 * rows) ||
-                                vec_reserve(&b->hdr_valid,
-                                            (b->rows + rows) / 8 + 1 - b->hdr_valid.len))))
-        rc = KT_NOMEM;
+    int rc = reserve_window(b, end - pos, remaining);
     Py_BEGIN_ALLOW_THREADS
     if (rc == KT_OK)
-        rc = run_records(b, &c, &bi, &e, &remaining, c.buf + view.len);
+        rc = run_records(b, &c, &bi, &e, &remaining, c.buf + view.len, 0);
     if (rc == KT_OK && remaining == 0 && c.pos != c.end)
         rc = kt_fail(&c, c.pos, &e, "%zd bytes left after the batch's last record",
                      c.end - c.pos);
@@ -752,6 +779,184 @@ static PyObject *builder_append(kt_Builder *b, PyObject *args)
     if (rc == KT_CORRUPT) return kt_raise(&e);
     if (rc == KT_FULL) rc = KT_OK;
     return Py_BuildValue("nn", c.pos, remaining);
+}
+
+/* ---- append_lz4: an lz4 batch decompressed block by block, each piece parsed while hot ----
+ *
+ * Decompressing a whole batch first (13 MB for 100,000 records) and then parsing it reads
+ * every byte back from memory, and so does the CRC of the compressed batch before it.  Here
+ * the CRC runs one block ahead of the LZ4 reader (which then reads the block from cache), the
+ * reader writes into a window of a few hundred KiB, and each ~256 KiB of it is parsed before
+ * it can leave L2.  A record cut by a piece's end waits for the next piece.
+ *
+ * The result must be what append() gives on python-lz4's output, errors included, so:
+ * the CRC is settled before anything else is reported; a record error is only reported once
+ * the rest of the frame has decompressed cleanly (a decompression error later in the batch
+ * wins, as it does when the batch is decompressed first); and when the frame reader refuses
+ * the frame, the caller decompresses it with python-lz4 and goes on with append() from the
+ * record where this stopped -- which is how a corrupt frame gets python-lz4's error. */
+
+#define KT_PIECE ((Py_ssize_t)256 * 1024)   /* decompressed bytes parsed at a time */
+#define KT_WINDOW_SLACK 256   /* readable past the window's data: run_records' 128-byte copies */
+#define KT_PYERR (-3)
+#define KT_HISTORY 65536      /* how far back a linked LZ4 block may refer */
+
+typedef struct {
+    kt_Builder *b;
+    kt_batch_info bi;
+    Py_ssize_t origin;          /* absolute position of the batch: decompressed-record errors */
+    PyObject *flush;
+    PyThreadState *ts;
+    Py_ssize_t base;            /* index in the batch's records of window.p[0] */
+    Py_ssize_t have;            /* records decompressed so far */
+    Py_ssize_t rp;              /* index of the next record to parse */
+    Py_ssize_t left;            /* records still to parse */
+    int stopped;                /* every record parsed, or one failed: only decompress on */
+    int failed;
+    kt_error err;               /* the record error, reported if the frame turns out sound */
+} lz4_run;
+
+/* Make room for `need` bytes after the window's data: drop what is parsed (keeping the history
+ * a linked frame may refer to), then grow. */
+static int lz4_room(lz4_run *r, Py_ssize_t need, int linked)
+{
+    kt_vec *v = &r->b->window;
+    if (v->cap - (r->have - r->base) >= need) return KT_OK;
+    Py_ssize_t keep = r->stopped ? r->have : r->rp;
+    if (linked && keep > r->have - KT_HISTORY) keep = r->have - KT_HISTORY;
+    if (keep > r->base) {
+        memmove(v->p, v->p + (keep - r->base), (size_t)(r->have - keep));
+        r->base = keep;
+    }
+    Py_ssize_t used = r->have - r->base;
+    if (v->cap - used >= need) return KT_OK;
+    Py_ssize_t cap = v->cap ? v->cap : KT_PIECE + KT_HISTORY;
+    while (cap - used < need) cap *= 2;
+    uint8_t *p = realloc(v->p, (size_t)cap);
+    if (!p) return KT_NOMEM;
+    memset(p + v->cap, 0, (size_t)(cap - v->cap));   /* the copies may read it: keep it defined */
+    v->p = p;
+    v->cap = cap;
+    return KT_OK;
+}
+
+/* Parse the records in [rp, lim): all that are left when `final`, else those wholly there. */
+static int lz4_parse(lz4_run *r, Py_ssize_t lim, int final)
+{
+    kt_Builder *b = r->b;
+    uint8_t *const w = b->window.p;
+    const Py_ssize_t n = r->left;
+    kt_cursor c = {w, r->rp - r->base, lim - r->base, r->origin, 1, r->base};
+    Py_ssize_t todo = n;
+    for (;;) {
+        PyEval_RestoreThread(r->ts);
+        int rc = reserve_window(b, c.end - c.pos, todo);
+        r->ts = PyEval_SaveThread();
+        if (rc != KT_OK) return rc;
+        rc = run_records(b, &c, &r->bi, &r->err, &todo, w + b->window.cap, !final);
+        if (rc == KT_FULL) {   /* this Arrow batch is full: the caller finishes it */
+            PyEval_RestoreThread(r->ts);
+            PyObject *res = PyObject_CallNoArgs(r->flush);
+            Py_XDECREF(res);
+            r->ts = PyEval_SaveThread();
+            if (!res) return KT_PYERR;
+            continue;
+        }
+        r->left -= n - todo;
+        r->rp = r->base + c.pos;
+        if (rc == KT_CORRUPT) {
+            r->failed = r->stopped = 1;
+            rc = KT_OK;
+        }
+        if (r->left == 0) r->stopped = 1;
+        return rc;
+    }
+}
+
+/* append_lz4(data, pos, size, remaining, base_offset, base_timestamp, max_timestamp, log_append,
+ *            min_offset, max_offset, origin, verify_crc, limit, flush) -> (done, rpos, remaining)
+ *
+ * data[pos:pos+size] is a whole lz4 batch (magic checked; its CRC is checked here when
+ * verify_crc).  done: every record appended.  Not done: the frame reader refused the frame
+ * (or it passes `limit`); decompress the batch with python-lz4 and go on with append() from
+ * rpos with `remaining` records.  flush() is called when the Arrow batch is full. */
+static PyObject *builder_append_lz4(kt_Builder *b, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, size, remaining, origin, limit;
+    int verify_crc;
+    lz4_run r;
+    memset(&r, 0, sizeof r);
+    if (!PyArg_ParseTuple(args, "y*nnnLLLpLLnpnO", &view, &pos, &size, &remaining,
+                          &r.bi.base_offset, &r.bi.base_timestamp, &r.bi.max_timestamp,
+                          &r.bi.log_append, &r.bi.min_offset, &r.bi.max_offset, &origin,
+                          &verify_crc, &limit, &r.flush))
+        return NULL;
+    if (pos < 0 || size < KT_HEADER_SIZE || size > view.len - pos || remaining < 0 || limit < 0 ||
+        !PyCallable_Check(r.flush)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "append_lz4: bad arguments");
+        return NULL;
+    }
+    const uint8_t *const batch = (const uint8_t *)view.buf + pos;
+    const uint32_t stored = kt_be32(batch + KT_CRC_OFFSET);
+    r.b = b;
+    r.origin = origin + pos;
+    r.left = remaining;
+    int rc = KT_OK, refused = 0;
+    uint32_t crc = 0;
+    Py_ssize_t crc_at = KT_HEADER_SIZE;
+    kt_lz4_frame f;
+    if (kt_lz4_begin(&f, batch + KT_HEADER_SIZE, (size_t)(size - KT_HEADER_SIZE)) == KT_LZ4_BAD ||
+        (f.has_size && f.content_size > (uint64_t)limit)) {
+        refused = 1;
+    } else {
+        /* Columns sized once for the whole batch (growing them piece by piece copied them
+         * over and over); the frame's block headers bound its output. */
+        uint64_t bound = kt_lz4_bound(&f);
+        rc = reserve_window(b, bound < (uint64_t)limit ? (Py_ssize_t)bound : limit, remaining);
+    }
+    r.ts = PyEval_SaveThread();
+    if (verify_crc) crc = kt_crc32c(0, batch + KT_ATTR_OFFSET, KT_HEADER_SIZE - KT_ATTR_OFFSET);
+    if (!refused && rc == KT_OK) {
+        const Py_ssize_t need = (Py_ssize_t)f.block_max + KT_LZ4_SLACK + KT_WINDOW_SLACK;
+        for (;;) {
+            if ((rc = lz4_room(&r, need, f.linked)) != KT_OK) break;
+            size_t got;
+            int k = kt_lz4_next(&f, b->window.p + (r.have - r.base), &got);
+            if (verify_crc) {   /* the block the reader just brought into cache */
+                const Py_ssize_t to = KT_HEADER_SIZE + (Py_ssize_t)f.ip;
+                crc = kt_crc32c(crc, batch + crc_at, (size_t)(to - crc_at));
+                crc_at = to;
+            }
+            r.have += (Py_ssize_t)got;
+            if (k == KT_LZ4_BAD || r.have > limit) {
+                refused = 1;
+                break;
+            }
+            const int final = k == KT_LZ4_END;
+            if (!r.stopped && (final || r.have - r.rp >= KT_PIECE) &&
+                (rc = lz4_parse(&r, r.have, final)) != KT_OK)
+                break;
+            if (final) break;
+        }
+    }
+    if (verify_crc && crc_at < size) crc = kt_crc32c(crc, batch + crc_at, (size_t)(size - crc_at));
+    PyEval_RestoreThread(r.ts);
+    PyBuffer_Release(&view);
+    if (rc == KT_NOMEM) return PyErr_NoMemory();
+    if (rc == KT_PYERR) return NULL;
+    kt_cursor bc = {NULL, 0, 0, origin, 0, 0};
+    kt_error e;
+    if (verify_crc && kt_crc_mismatch(&bc, pos, stored, crc, &e)) return kt_raise(&e);
+    if (refused) return Py_BuildValue("Onn", Py_False, r.rp, r.left);
+    if (r.failed) return kt_raise(&r.err);
+    if (r.rp != r.have) {
+        kt_cursor rc_ = {NULL, 0, 0, r.origin, 1, 0};
+        kt_fail(&rc_, r.rp, &e, "%zd bytes left after the batch's last record", r.have - r.rp);
+        return kt_raise(&e);
+    }
+    return Py_BuildValue("Onn", Py_True, r.rp, r.left);
 }
 
 /* finish() -> tuple of buffers and null counts (see kafka_tiered_source.records._native_backend);
@@ -830,6 +1035,10 @@ static PyMethodDef builder_methods[] = {
     {"append", (PyCFunction)builder_append, METH_VARARGS,
      "append(data, pos, end, remaining, base_offset, base_timestamp, max_timestamp, log_append, "
      "min_offset, max_offset, origin, decompressed) -> (pos, remaining)"},
+    {"append_lz4", (PyCFunction)builder_append_lz4, METH_VARARGS,
+     "append_lz4(data, pos, size, remaining, base_offset, base_timestamp, max_timestamp, "
+     "log_append, min_offset, max_offset, origin, verify_crc, limit, flush) -> "
+     "(done, pos, remaining)"},
     {"finish", (PyCFunction)builder_finish, METH_NOARGS, "finish() -> buffers; starts over"},
     {NULL}};
 

@@ -19,7 +19,14 @@ PyObject *kt_buffer_new(uint8_t *p, Py_ssize_t len, Py_ssize_t cap);
 /* records.c */
 PyObject *kt_py_fill_constant_columns(PyObject *self, PyObject *args);
 
-/* batch.c */
+/* batch.c: the v2 batch header's layout, and its CRC-32C check */
+#define KT_HEADER_SIZE 61
+#define KT_CRC_OFFSET 17
+#define KT_ATTR_OFFSET 21   /* the CRC covers [attributes, end of batch) */
+uint32_t kt_be32(const uint8_t *p);
+/* 0 when equal, else fills e (naming the CRC field of the batch at c->buf[pos]) and -1. */
+int kt_crc_mismatch(const kt_cursor *c, Py_ssize_t pos, uint32_t stored, uint32_t computed,
+                    kt_error *e);
 PyObject *kt_py_crc32c(PyObject *self, PyObject *args);
 PyObject *kt_py_check_batch(PyObject *self, PyObject *args);
 

@@ -29,12 +29,13 @@ def _constant_columns(n, topic, partition):
 
 
 class Builder:
-    __slots__ = ("_b", "include_headers", "append")
+    __slots__ = ("_b", "include_headers", "append", "append_lz4")
 
     def __init__(self, include_headers: bool = True, max_bytes: int = 2**31 - 1):
         self._b = _native.Builder(include_headers, max_bytes)
         self.include_headers = include_headers
         self.append = self._b.append
+        self.append_lz4 = self._b.append_lz4
 
     @property
     def rows(self) -> int:

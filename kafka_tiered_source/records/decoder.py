@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
 from . import codecs
-from .header import (CODEC_NONE, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
+from .header import (CODEC_LZ4, CODEC_NONE, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
                      read_header)
 from .schema import kafka_schema
 from .transactions import ReadCommittedFilter, control_type
@@ -127,8 +127,13 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
     if filter is not None and filter.last_stable_offset is not None:
         hi = min(hi, filter.last_stable_offset)
     builder = be.Builder(include_headers, max_batch_bytes)
+    lz4_fused = hasattr(builder, "append_lz4")
     res = DecodeResult()
     out = res.batches
+
+    def flush():
+        out.append(builder.finish(topic, partition))
+
     pos = 0
     try:
         while n - pos >= LOG_OVERHEAD:
@@ -154,8 +159,13 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 res.next_offset = h.last_offset + 1
                 pos += size
                 continue   # before the range: not checked, not decompressed
-            be.check_batch(mv, pos, size, position, verify_crc)
             is_control = h.attributes & CONTROL_MASK
+            # lz4 data batches go to the native block-by-block path, which checks the CRC
+            # itself on the way (see _native Builder.append_lz4); a batch that does not get
+            # there has its CRC checked before anything else is reported about it.
+            fused = lz4_fused and h.codec == CODEC_LZ4 and not is_control
+            deferred = fused and verify_crc
+            be.check_batch(mv, pos, size, position, verify_crc and not deferred)
             if filter is not None:
                 ctype = None
                 if is_control:
@@ -166,16 +176,28 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
             else:
                 keep = not is_control
             res.next_offset = h.last_offset + 1
-            if not keep or h.last_offset < lo:
+            skip = not keep or h.last_offset < lo
+            if deferred and (skip or h.record_count < 0):
+                be.check_batch(mv, pos, size, position, True)   # the CRC append_lz4 would check
+            if skip:
                 pos += size
                 continue
             if h.record_count < 0:
                 raise CorruptRecordError(f"invalid record count {h.record_count}",
                                          position=position + pos + 57, base_offset=h.base_offset)
+            log_append = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+            rpos, remaining = 0, h.record_count
+            if fused:
+                done, rpos, remaining = builder.append_lz4(
+                    mv, pos, size, remaining, h.base_offset, h.base_timestamp, h.max_timestamp,
+                    log_append, lo, hi, position, verify_crc, max_decompressed_bytes, flush)
+                if done:
+                    pos += size
+                    continue
+                # The block reader refused the frame: python-lz4 raises the error the pure
+                # decoder would, or decodes it; the records go on from where the reader stopped.
             records, origin, decompressed = _records(mv, h, pos, size, position,
                                                      max_decompressed_bytes)
-            rpos, remaining = 0, h.record_count
-            log_append = bool(h.attributes & TIMESTAMP_TYPE_MASK)
             while True:
                 try:
                     rpos, remaining = builder.append(
@@ -187,7 +209,7 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                                              base_offset=h.base_offset) from None
                 if remaining == 0:
                     break
-                out.append(builder.finish(topic, partition))   # Arrow batch full: start another
+                flush()   # Arrow batch full: start another
             pos += size
     except be.RecordFormatError as exc:
         message, where = exc.args
