@@ -226,7 +226,8 @@ def cost_report(stats, model: CostModel | None = None, **rates) -> CostReport:
 class Estimate:
     """What a planned read will do, counted the way the reader issues its GETs: one GET per
     ``fetch.remote.part.size.bytes`` part of each remote range, plus, for the ``aiven`` layout,
-    one manifest GET per segment per task (each task's fetcher caches manifests)."""
+    one manifest GET per segment per task (each task's fetcher caches manifests) for the segments
+    whose manifest the planner did not hand the tasks (``RemoteSegment.manifest_info``)."""
     gets: int                 # total GETs: log parts + manifests
     log_gets: int
     manifest_gets: int
@@ -263,7 +264,7 @@ def estimate_plan(plan, options) -> Estimate:
                 length = max(0, end - r.byte_start)
                 nbytes += length
                 log_gets += math.ceil(length / part)
-                if aiven and r.segment.segment_id not in seen:
+                if aiven and r.segment.manifest_info is None and r.segment.segment_id not in seen:
                     seen.add(r.segment.segment_id)
                     manifests += 1
             elif isinstance(r, BrokerRange):
@@ -291,7 +292,7 @@ def estimate(spark=None, options: dict | None = None, **kw) -> Estimate:
     as the registered source does.  Planning talks to the brokers (Metadata, ListOffsets,
     location Fetches) but issues no storage GET unless segments must be split by their offset
     index (``minPartitions``, ``maxRecordsPerPartition``, or segments above
-    ``partition.target.bytes``)."""
+    ``partition.target.bytes``; Aiven: with the split segments' manifests)."""
     from .spark.datasource import plan_read
     from .spark.options import ReadOptions
     opts = dict(options or {})

@@ -101,6 +101,31 @@ def arrow_rows(batches) -> dict:
     return out
 
 
+def read_as_executors(options, tasks) -> dict:
+    """Run ``tasks`` as Spark's executors do: one ``TaskReader`` (so one fetcher, with its own
+    manifest cache) per task, no fallback to the broker allowed.  Rows as :func:`arrow_rows`."""
+    from kafka_tiered_source.task_reader import TaskReader
+    out: dict = {}
+    for task in tasks:
+        reader = TaskReader(options, tasks_planned=len(tasks))
+        try:
+            for key, rows in arrow_rows(reader.read(task)).items():
+                out.setdefault(key, []).extend(rows)
+            assert reader.metrics.total().fallbacks == 0
+        finally:
+            reader.close()
+    return out
+
+
+def without_manifest_info(tasks) -> list:
+    """``tasks`` carrying nothing of the Aiven manifests: each task's reader GETs them itself."""
+    from dataclasses import replace
+    from kafka_tiered_source.planning.partitions import ReadTask, RemoteRange
+    return [ReadTask(t.index, tuple(replace(r, segment=replace(r.segment, manifest_info=None))
+                                    if isinstance(r, RemoteRange) else r for r in t.ranges), t.txn)
+            for t in tasks]
+
+
 # ---------------------------------------------------------------------------------------------
 # A Spark standalone cluster: a master and two workers from pyspark's own bin/spark-class.
 

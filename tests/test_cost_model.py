@@ -116,6 +116,14 @@ def test_estimate_counts_parts_and_manifests_per_task():
     flat = ReadOptions.parse({**BASE, "fetch.remote.part.size.bytes": "1000",
                               "remote.storage.layout": "kafka-local-tiered"})
     assert estimate_plan(plan, flat).gets == 4
+    # a segment that carries its manifest info (the planner read the manifest) costs no GET
+    from dataclasses import replace
+    from kafka_tiered_source.storage.aiven import ManifestInfo
+    carried = replace(s0, manifest_info=ManifestInfo(2500, 4 << 20))
+    plan.tasks[:] = [ReadTask(t.index, tuple(replace(r, segment=carried) if isinstance(r, RemoteRange)
+                                             and r.segment == s0 else r for r in t.ranges))
+                     for t in plan.tasks]
+    assert estimate_plan(plan, opts).manifest_gets == 1      # task 0: s1
 
 
 def test_budget_refusal_names_the_option_and_the_figures():

@@ -217,3 +217,58 @@ def test_estimate_counts_part_gets_of_split_ranges(s3):
     assert sum(e[3] for e in log_gets) == est.bytes
     assert len(s3.proxy.gets(".rsm-manifest")) == est.manifest_gets
     assert est.remote_ranges == ranges and all(isinstance(r, RemoteRange) for r in plan.remote_ranges)
+
+
+def test_the_planner_hands_the_manifests_it_read_to_the_tasks(s3):
+    """Segments bigger than a task are split at their offset index, which the planner reads
+    through the Aiven manifest; the tasks get what they need of that manifest and GET none.
+    Before, each task that read a piece of a segment GOT that segment's manifest again."""
+    from dataclasses import replace
+
+    from spark_helpers import expected_rows, read_as_executors, without_manifest_info
+
+    from kafka_tiered_source.cost import estimate_plan
+    from kafka_tiered_source.planning.partitions import RemoteRange
+    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source.spark.options import ReadOptions
+    opts = ReadOptions.parse(assign_options(s3, **{"partition.target.bytes": "30000",
+                                                   "telemetry.push.enabled": "false"}))
+    s3.proxy.reset()
+    plan = plan_read(opts)
+    segments = {r.segment.segment_id for r in plan.remote_ranges}
+    # the planner: one manifest GET per segment (plus its offset index), for splitting
+    assert len(s3.proxy.gets(".rsm-manifest")) == len(segments) > 1
+    readers = {s: sum(s in {r.segment.segment_id for r in t.ranges if isinstance(r, RemoteRange)}
+                      for t in plan.tasks) for s in segments}
+    assert max(readers.values()) > 1                  # segments split over several tasks
+    assert all(r.segment.manifest_info is not None for r in plan.remote_ranges)
+    est = estimate_plan(plan, opts)
+    assert est.manifest_gets == 0
+
+    s3.proxy.reset()
+    rows = read_as_executors(opts, plan.tasks)
+    assert len(s3.proxy.gets(".rsm-manifest")) == 0   # executors: no manifest GET at all
+    assert len(s3.proxy.gets()) == len(s3.proxy.gets(".log")) == est.gets
+    assert rows == {(t, p): expected_rows(t, p, True, headers=False) for t, p in PARTITIONS}
+
+    # the old path (nothing carried): one manifest GET per segment per task, same rows
+    bare = without_manifest_info(plan.tasks)
+    old = estimate_plan(replace(plan, tasks=bare), opts)
+    assert old.manifest_gets == sum(readers.values()) > len(segments)
+    s3.proxy.reset()
+    assert read_as_executors(opts, bare) == rows
+    assert len(s3.proxy.gets(".rsm-manifest")) == old.manifest_gets
+
+
+def test_spark_read_gets_each_manifest_once(sp, s3):
+    """The same through Spark: the planner's one manifest GET per segment is the only one."""
+    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source.spark.options import ReadOptions
+    opts = assign_options(s3, **{"partition.target.bytes": "30000", "telemetry.push.enabled": "false"})
+    segments = {r.segment.segment_id for r in plan_read(ReadOptions.parse(opts)).remote_ranges}
+    s3.proxy.reset()
+    assert load(sp, opts).count() == _expected_rows()
+    manifests = s3.proxy.gets(".rsm-manifest")
+    assert len(manifests) == len(segments) == len({e[1] for e in manifests})
+    stats = kafka_tiered_source.last_read_stats(sp)
+    assert stats.total().remote_requests == len(s3.proxy.gets(".log"))   # executors: .log only

@@ -176,6 +176,44 @@ def test_read_committed_stops_before_an_open_transaction_and_says_why(stores, ca
     assert plain.partitions[0].end == tiered_end
 
 
+def test_tasks_carry_the_manifests_the_planner_read(stores):
+    """Offline, the planner reads every Aiven manifest (sizes, end offsets) anyway; the tasks
+    carry what the reader needs of it, so no executor GETs a manifest.  Before, each task GOT
+    the manifest of every segment it read.  GETs counted on a proxy in front of the S3 server."""
+    from dataclasses import replace
+    from urllib.parse import urlsplit
+
+    from spark_helpers import read_as_executors, without_manifest_info
+    from storage_servers import FaultProxy
+
+    from kafka_tiered_source.cost import estimate_plan
+    store_opts, tiered = stores["s3-aiven"]
+    proxy = FaultProxy(urlsplit(store_opts["remote.storage.s3.endpoint"]).port).start()
+    try:
+        options = _options({**store_opts, "remote.storage.s3.endpoint": proxy.endpoint},
+                           subscribe="payments,compacted", **{"partition.target.bytes": "30000"})
+        plan = plan_offline(options)
+        segments = {r.segment.segment_id for r in plan.remote_ranges}
+        assert len(proxy.gets(".rsm-manifest")) == len(segments)     # the planner's, one each
+        assert all(r.segment.manifest_info is not None for r in plan.remote_ranges)
+        assert estimate_plan(plan, options).manifest_gets == 0
+        proxy.reset()
+        rows = read_as_executors(options, plan.tasks)
+        assert proxy.gets(".rsm-manifest") == []
+        for (topic, p), segs in tiered.items():
+            want = [r for r in expected_rows(topic, p, False) if r["offset"] <= segs[-1][1]]
+            assert rows[(topic, p)] == want, first_difference(rows[(topic, p)], want)
+        # the old path: one manifest GET per segment per task, the same rows
+        bare = without_manifest_info(plan.tasks)
+        before = estimate_plan(replace(plan, tasks=bare), options).manifest_gets
+        assert before > len(segments)            # segments split over several tasks
+        proxy.reset()
+        assert read_as_executors(options, bare) == rows
+        assert len(proxy.gets(".rsm-manifest")) == before
+    finally:
+        proxy.stop()
+
+
 @pytest.mark.parametrize("store", ["file-aiven-zstd", "file-local-tiered"])
 def test_split_tasks_read_committed(stores, store):
     """Many small tasks: each gets the aborted transactions valid at its own first offset."""

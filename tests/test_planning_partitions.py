@@ -319,3 +319,53 @@ def test_bad_limits_are_refused():
         plan_read_tasks([], target_bytes=1, min_partitions=0)
     with pytest.raises(PlanningError, match="max_records_per_partition"):
         plan_read_tasks([], target_bytes=1, max_records_per_partition=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Aiven manifests: which ones the planner hands to the tasks (planner.Planner step 5)
+# ---------------------------------------------------------------------------------------------
+def test_planner_carries_known_manifests_and_reads_those_of_segments_shared_by_tasks():
+    from kafka_tiered_source.planning.planner import Planner
+    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.storage import CountingObserver, aiven, create_fetcher
+    from storage_servers import DictFetcher
+
+    def segment(i):
+        return RemoteSegment("t", "MWJ6FHTfRYy67jzwZdeqSQ", 0, f"segment{i:015d}", i * 100, i * 100 + 99, 1000)
+
+    known, shared, single, gone = (segment(i) for i in range(4))
+    store = {}
+    for s in (known, shared, single):   # `gone`: no manifest in the store at all
+        _, ci = aiven.transform_chunks(bytes(1000), 300, True)
+        _, si = aiven.build_indexes(bytes(8), b"", b"", b"", None)
+        store[aiven.segment_object_key(s, "rsm-manifest", "p/")] = aiven.SegmentManifest(ci, si, True).to_json()
+        store[aiven.segment_object_key(s, "indexes", "p/")] = bytes(8)
+    DictFetcher.STORES["planner-manifests"] = store
+    options = ReadOptions.parse({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t",
+                                 "remote.storage.fetcher.class": "storage_servers:DictFetcher",
+                                 "remote.storage.custom.store": "planner-manifests",
+                                 "remote.storage.prefix": "p/"})
+    obs = CountingObserver()
+    planner = Planner(options, client=None, fetcher=create_fetcher(options.storage, observer=obs))
+    planner._checkpoints(SegmentSlice(known, 0, 100, ((0, 0),)))   # reads its offset index
+    assert obs.by_location[aiven.segment_object_key(known, "rsm-manifest", "p/")] == 1
+
+    def rr(s, first, end):
+        return RemoteRange(s, 0, 1000, first, end, 1000, end - first)
+    tasks = [ReadTask(0, (rr(known, 0, 100), rr(shared, 100, 150), rr(gone, 300, 350))),
+             ReadTask(1, (rr(shared, 150, 200), rr(single, 200, 300), rr(gone, 350, 400)))]
+    obs.reset()
+    out = planner._with_manifest_infos(tasks)
+    info = {r.segment.segment_id: r.segment.manifest_info for t in out for r in t.ranges}
+    # known: already read, no GET; shared by two tasks: one GET here instead of one per task;
+    # read by one task only: left to that task's reader (one GET either way); unreadable: the
+    # executors try, with their fallback
+    assert info[known.segment_id] is not None and info[shared.segment_id] is not None
+    assert info[single.segment_id] is None and info[gone.segment_id] is None
+    assert [loc.rsplit("/", 1)[1] for loc in obs.by_location] == \
+        [f"00000000000000000100-{shared.segment_id}.rsm-manifest",
+         f"00000000000000000300-{gone.segment_id}.rsm-manifest"]
+    assert info[shared.segment_id].chunk_index().chunk_count == 4
+    # the ranges of one segment share one segment object (pickled once per task)
+    assert out[0].ranges[1].segment is out[1].ranges[0].segment
+    assert [t.ranges for t in out] == [t.ranges for t in tasks]   # manifest_info is not compared

@@ -224,3 +224,68 @@ def test_a_chunk_that_decompresses_past_its_original_size_is_refused_without_inf
                         transformed_size=len(bomb))
     with pytest.raises(SegmentFormatError, match="chunk 3 at transformed byte position 0"):
         aiven.decompress_chunk(bomb, chunk, location="tiered/t/0/x.log")
+
+
+# ---------------------------------------------------------------------------------------------
+# ManifestInfo: what a task carries of a manifest the planner read
+
+
+def _store_segment(store: str, data: bytes, compression: bool, chunk_size: int = 1000):
+    """``data`` as an Aiven segment in DictFetcher store ``store``: (segment, manifest, options)."""
+    from storage_servers import DictFetcher
+    seg = RemoteSegment("t", "MWJ6FHTfRYy67jzwZdeqSQ", 7, "tqimKeZwStOEOwRzT3L5oQ", 1234, 2000)
+    log_obj, ci = aiven.transform_chunks(data, chunk_size, compression)
+    blob, si = aiven.build_indexes(b"o" * 8, b"t" * 12, b"", b"0\n0\n", None)
+    manifest = aiven.SegmentManifest(ci, si, compression)
+    DictFetcher.STORES[store] = {aiven.segment_object_key(seg, s, "p/"): body for s, body in
+                                 (("log", log_obj), ("indexes", blob), ("rsm-manifest", manifest.to_json()))}
+    opts = {"remote.storage.fetcher.class": "storage_servers:DictFetcher",
+            "remote.storage.custom.store": store, "remote.storage.prefix": "p/",
+            "fetch.remote.part.size.bytes": "3000"}
+    return seg, manifest, opts
+
+
+@pytest.mark.parametrize("compression", [False, True])
+def test_manifest_info_replaces_the_manifest_get_byte_for_byte(compression):
+    import dataclasses
+    import pickle
+
+    from kafka_tiered_source.storage import create_fetcher
+    from kafka_tiered_source.storage.observer import CountingObserver
+    data = bytes(random.Random(5).randbytes(300)) * 40 + b"tail"
+    seg, manifest, opts = _store_segment(f"info-{compression}", data, compression)
+    info = aiven.ManifestInfo.of(manifest)
+    assert (info.chunk_table is None) is not compression
+    assert info.chunk_index() == (manifest.chunk_index if compression else None)
+    assert len(pickle.dumps(info)) < 300          # 13 chunks: a few bytes each
+    carried = dataclasses.replace(seg, manifest_info=info)
+    assert carried == seg and pickle.loads(pickle.dumps(carried)).manifest_info == info
+    ranges = [(0, len(data)), (999, 1001), (5000, 9000), (len(data) - 3, len(data) + 10), (0, None)]
+    got = {}
+    for s in (seg, carried):
+        obs = CountingObserver()
+        with create_fetcher(opts, observer=obs) as fetcher:
+            got[s is carried] = ([bytes(b) for b in fetcher.fetch_ranges(s, ranges)],
+                                 b"".join(bytes(p) for p in fetcher.iter_log_segment(s, 100, 7777)))
+        manifests = sum(n for loc, n in obs.by_location.items() if loc.endswith(".rsm-manifest"))
+        assert manifests == (0 if s is carried else 1)
+    assert got[True] == got[False]
+    assert got[True][0] == [data[0:], data[999:1001], data[5000:9000], data[-3:], data]
+    assert got[True][1] == data[100:7777]
+
+
+def test_manifest_info_is_not_made_for_what_must_not_or_cannot_travel():
+    _, ci = aiven.transform_chunks(b"x" * 10, 4, False)
+    _, si = aiven.build_indexes(b"", b"", b"", b"", None)
+    secret = aiven.EncryptionMetadata("key-pair-7:" + base64.b64encode(b"wrapped").decode(), b"aad")
+    assert aiven.ManifestInfo.of(aiven.SegmentManifest(ci, si, False, secret)) is None
+    # a chunk table over the shipping cap is left to the executor's own GET
+    many = aiven.ChunkIndex("variable", 1, aiven.MAX_SHIPPED_CHUNK_TABLE + 1,
+                            tuple(1000 + i % 7 for i in range(aiven.MAX_SHIPPED_CHUNK_TABLE + 1)))
+    assert aiven.ManifestInfo.of(aiven.SegmentManifest(many, si, True)) is None
+    few = aiven.ChunkIndex("variable", 1, 1000, tuple(1000 + i % 7 for i in range(1000)))
+    assert aiven.ManifestInfo.of(aiven.SegmentManifest(few, si, True)).chunk_index() == few
+    # sizes no valid manifest holds (past int32 once re-based) are left to the reader, which
+    # names the damage when it reads the chunks
+    absurd = aiven.ChunkIndex("variable", 1, 3, (2**31 + 5, 2**31 + 6, 7))
+    assert aiven.ManifestInfo.of(aiven.SegmentManifest(absurd, si, True)) is None

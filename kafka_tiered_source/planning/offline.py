@@ -13,7 +13,8 @@ the ``aiven`` or ``kafka-local-tiered`` layout, the store itself is the catalogu
    plus a walk of the batch headers of the tail (one ranged GET of the tail).  Not from the next
    segment's base offset: compaction leaves gaps between segments, and a range promising
    offsets that its bytes do not hold would read as a short read.  Sizes: the manifest's chunk index (Aiven), the listed ``.log`` size
-   (kafka-local-tiered).
+   (kafka-local-tiered).  Aiven: what the reader needs of each manifest (size, chunk table)
+   travels with the tasks as ``RemoteSegment.manifest_info``, so executors GET no manifest.
 4. Offsets: ``earliest`` is the first tiered base offset, ``latest`` the offset after the last
    tiered one (read_committed: after the last *stable* tiered one, see below).
 5. read_committed: the aborted transactions come from the ``.txnindex`` of every listed segment
@@ -50,7 +51,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError, DataLossError, KafkaTieredError, SegmentFormatError
 from ..records.header import iter_headers
@@ -300,7 +301,9 @@ class OfflinePlanner:
         if isinstance(meta, dict) and isinstance(meta.get("endOffset"), int) \
                 and not isinstance(meta.get("endOffset"), bool) and meta["endOffset"] >= base:
             end = meta["endOffset"]
-        return _with_end(seg, end, m.chunk_index.original_file_size)
+        # What the reader needs of the manifest travels with the tasks: no executor GETs it again.
+        return replace(_with_end(seg, end, m.chunk_index.original_file_size),
+                       manifest_info=aiven.ManifestInfo.of(m))
 
     def offset_index(self, seg: RemoteSegment) -> bytes:
         if seg.segment_id not in self._indexes:
@@ -502,7 +505,6 @@ def _name(seg: RemoteSegment) -> str:
 
 
 def _with_end(seg: RemoteSegment, end: int, size: int | None = None) -> RemoteSegment:
-    from dataclasses import replace
     return replace(seg, end_offset=end, size_bytes=seg.size_bytes if size is None else size)
 
 

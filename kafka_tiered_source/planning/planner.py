@@ -13,20 +13,29 @@ read tasks.
 4. read_committed: each task gets, per partition, the aborted transactions that are valid at the
    first offset it reads (a location answer for exactly that offset), because an aborted
    transaction whose marker lies before a task's first offset must not be applied again.
+5. Aiven layout: a task's fetcher GETs the manifest of every segment it reads, once per segment
+   per task, unless the segment carries :class:`~kafka_tiered_source.storage.aiven.ManifestInfo`.
+   The planner attaches it for the manifests it has read anyway (segments it split), and reads it
+   once here for any other segment that two or more tasks read (one GET instead of one per
+   task).  A segment read by a single task costs one manifest GET wherever it is made, so that
+   one is left to the executor, where GETs run in parallel.
 
 The walk costs one small request per tiered segment, plus one offset-index GET for segments that
-have to be split.  No record bytes move through the broker while planning, unless the broker
-ignores the KIP-1248 tags: then the first probe (limited to one batch) is all it sends.
+have to be split (Aiven: and their manifest).  No record bytes move through the broker while
+planning, unless the broker ignores the KIP-1248 tags: then the first probe (limited to one batch)
+is all it sends.
 """
 from __future__ import annotations
 
 import logging
 import struct
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
-from ..errors import BrokerError, ConfigError, DataLossError
+from ..errors import BrokerError, ConfigError, DataLossError, RemoteStorageError
 from ..ids import uuid_to_str
+from ..storage import aiven
 from ..storage.segment import RemoteSegment
 from .partitions import (AbortedTransaction, BrokerRange, PartitionTxnInfo, PartitionWork,
                          ReadTask, RemoteRange, SegmentSlice, plan_read_tasks)
@@ -83,7 +92,8 @@ def client_properties(options) -> dict:
 class Planner:
     """Plans one batch read.  ``client`` is a :class:`BrokerClient`; ``fetcher`` a
     :class:`RemoteStorageFetcher`, used only to read the offset index of segments that must be
-    split (None: segments are never split below whole-segment granularity)."""
+    split (None: segments are never split below whole-segment granularity) and, Aiven, the
+    manifests the tasks are handed (step 5)."""
 
     def __init__(self, options, client, fetcher=None):
         self.options = options
@@ -94,6 +104,9 @@ class Planner:
         # With no fetcher configured, a segment can still be read directly when the broker
         # hands out a presigned URL for it; anything else goes through the brokers.
         self.storage_configured = bool(storage.fetcher or storage.fetcher_class)
+        # Aiven: (topic, partition, segment id) -> ManifestInfo (None: not shippable) of the
+        # manifests read while planning.
+        self._manifest_infos: dict = {}
 
     # -- 1. topics and partitions --------------------------------------------------------------
     def topic_partitions(self) -> list[tuple[str, int, bytes]]:
@@ -234,6 +247,7 @@ class Planner:
         seg = piece.segment
         points = list(piece.checkpoints)
         index = self.fetcher.fetch_index(seg, "offset") if self.fetcher is not None else None
+        self._keep_manifest_info(seg)
         if not index:
             return piece
         size = seg.size_bytes or 0
@@ -338,9 +352,42 @@ class Planner:
         tasks = plan_read_tasks(works, target_bytes=self.options.partition_target_bytes,
                                 min_partitions=self.options.min_partitions,
                                 max_records_per_partition=self.options.max_records_per_partition)
+        tasks = self._with_manifest_infos(tasks)
         if self.options.read_committed:
             tasks = [self._with_txn(t, aborted_by_tp, ranges) for t in tasks]
         return Plan(tasks, ranges, segments, direct)
+
+    # -- 5. Aiven manifests ---------------------------------------------------------------------
+    def _keep_manifest_info(self, seg: RemoteSegment) -> None:
+        """Keep what the reader needs of a manifest the fetcher has just read (no GET)."""
+        peek = getattr(self.fetcher, "cached_manifest", None)
+        m = peek(seg) if peek is not None else None
+        if m is not None:
+            self._manifest_infos[_segment_key(seg)] = aiven.ManifestInfo.of(m)
+
+    def _with_manifest_infos(self, tasks: list[ReadTask]) -> list[ReadTask]:
+        """The tasks with ``manifest_info`` on the segments whose manifest the planner has, or
+        reads now because two or more tasks read the segment (see the module's step 5)."""
+        if self.options.storage.layout != "aiven" or not hasattr(self.fetcher, "manifest"):
+            return tasks
+        readers = Counter(key for t in tasks for key in
+                          {_segment_key(r.segment) for r in t.ranges if isinstance(r, RemoteRange)})
+        segments: dict = {}
+        for r in (r for t in tasks for r in t.ranges if isinstance(r, RemoteRange)):
+            key = _segment_key(r.segment)
+            if key in segments:
+                continue
+            if key not in self._manifest_infos and readers[key] > 1:
+                try:
+                    self._manifest_infos[key] = aiven.ManifestInfo.of(self.fetcher.manifest(r.segment))
+                except RemoteStorageError as exc:   # the executors try again, with their fallback
+                    log.info("manifest of %r not read while planning: %s", r.segment, exc)
+                    self._manifest_infos[key] = None
+            info = self._manifest_infos.get(key)
+            segments[key] = r.segment if info is None else replace(r.segment, manifest_info=info)
+        return [ReadTask(t.index, tuple(replace(r, segment=segments[_segment_key(r.segment)])
+                                        if isinstance(r, RemoteRange) else r for r in t.ranges),
+                         t.txn) for t in tasks]
 
     def _with_txn(self, task: ReadTask, aborted_by_tp: dict, ranges: Sequence[PartitionRange]) -> ReadTask:
         """Attach, per partition, the aborted transactions a reader starting at the task's
@@ -364,6 +411,10 @@ class Planner:
                         aborted.update(dict.fromkeys(entries))
             infos.append(PartitionTxnInfo(topic, p, lso[(topic, p)], tuple(aborted)))
         return ReadTask(task.index, task.ranges, tuple(infos))
+
+
+def _segment_key(seg: RemoteSegment) -> tuple:
+    return seg.topic, seg.partition, seg.segment_id
 
 
 def _aborted(part) -> tuple:

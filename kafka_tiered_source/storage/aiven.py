@@ -582,6 +582,48 @@ def build_indexes(offset: bytes, timestamp: bytes, producer_snapshot: bytes, lea
 # --------------------------------------------------------------------------------------------
 # reader side
 
+# A compressed segment's chunk table travels with every task that reads the segment; larger
+# tables (tiny chunks in a big segment) are left to the executor's own manifest GET.
+MAX_SHIPPED_CHUNK_TABLE = 16 * 1024
+
+
+@dataclass(frozen=True)
+class ManifestInfo:
+    """What reading a segment's ``.log`` object needs from its manifest, small enough to travel
+    with each read task, so that a planner that has read the manifest spares every executor the
+    GET.  ``chunk_table`` is None when the object is the segment itself (no compression);
+    otherwise the transformed chunk sizes in the plugin's own binary table encoding
+    (``ChunkSizesBinaryCodec``: a few bytes per chunk).  Nothing of the encryption metadata is
+    kept: an encrypted manifest gives no ManifestInfo, and the executor refuses it as before."""
+    original_file_size: int
+    original_chunk_size: int
+    chunk_table: bytes | None = None
+
+    @classmethod
+    def of(cls, manifest: SegmentManifest) -> "ManifestInfo | None":
+        """The info of a readable manifest; None when it is encrypted or its chunk table is
+        larger than :data:`MAX_SHIPPED_CHUNK_TABLE` (the executor then reads the manifest)."""
+        if manifest.encryption is not None:
+            return None
+        ci = manifest.chunk_index
+        table = None
+        if manifest.compression:
+            try:
+                table = _encode_chunk_sizes(list(ci.transformed_sizes))
+            except (ValueError, struct.error):   # sizes no valid manifest holds: the reader names them
+                return None
+            if len(table) > MAX_SHIPPED_CHUNK_TABLE:
+                return None
+        return cls(ci.original_file_size, ci.original_chunk_size, table)
+
+    def chunk_index(self, location: str | None = None) -> ChunkIndex | None:
+        """The chunk index to detransform with; None when there is nothing to detransform."""
+        if self.chunk_table is None:
+            return None
+        return ChunkIndex("variable", self.original_chunk_size, self.original_file_size,
+                          tuple(_decode_chunk_sizes(self.chunk_table, location)))
+
+
 def require_readable(manifest: SegmentManifest, location: str | None = None) -> None:
     """Refuse what this reader cannot detransform, naming what is missing."""
     if manifest.encryption is not None:

@@ -284,10 +284,21 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
                 self._manifests.popitem(last=False)
         return m
 
+    def cached_manifest(self, segment) -> aiven.SegmentManifest | None:
+        """The segment's Aiven manifest if this fetcher holds it already (no GET), else None."""
+        if not isinstance(self.layout, AivenLayout):
+            return None
+        key = self.layout.key(segment, aiven.SUFFIX_MANIFEST)
+        with self._lock:
+            return self._manifests.get(key)
+
     def _plan(self, segment) -> _Plan:
         if isinstance(self.layout, AivenLayout):
-            m = self.manifest(segment)
             key = self.layout.key(segment, aiven.SUFFIX_LOG)
+            info = getattr(segment, "manifest_info", None)
+            if info is not None:   # the planner read the manifest: no GET of it here
+                return _Plan(key, info.original_file_size, info.chunk_index(self._location(key)))
+            m = self.manifest(segment)
             aiven.require_readable(m, self._location(key))
             ci = m.chunk_index
             return _Plan(key, ci.original_file_size, ci if m.compression else None)

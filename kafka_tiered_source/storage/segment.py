@@ -1,13 +1,19 @@
 """The picklable description of one tiered segment, as the planner hands it to executors.
 
 It is the Python counterpart of Kafka's ``RemoteLogSegmentMetadata`` (KIP-405) plus what the
-KIP-1248 Fetch extension adds: custom metadata and an optional presigned URL.
+KIP-1248 Fetch extension adds: custom metadata and an optional presigned URL.  When the planner
+has read the segment's Aiven manifest, ``manifest_info`` carries the little of it the reader
+needs (:class:`~.aiven.ManifestInfo`), so executors do not GET the manifest again.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..redact import redact_url
+
+if TYPE_CHECKING:
+    from .aiven import ManifestInfo
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,8 @@ class RemoteSegment:
     custom_metadata: bytes | None = None
     presigned_url: str | None = field(default=None, compare=False)
     storage_format: str = "ApacheKafkaV1"
+    # Aiven layout: what the planner learnt from the manifest; None: the reader GETs it.
+    manifest_info: ManifestInfo | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:   # the presigned URL's signature must never show
         return (f"RemoteSegment(topic={self.topic!r}, partition={self.partition}, "
