@@ -8,6 +8,7 @@ and leftovers; its cost is per batch, not per record.
 """
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from dataclasses import dataclass, field
@@ -17,8 +18,8 @@ import pyarrow as pa
 
 from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
 from . import codecs
-from .header import (CODEC_LZ4, CODEC_NONE, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
-                     read_header)
+from .header import (CODEC_LZ4, CODEC_NONE, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
+                     TIMESTAMP_TYPE_MASK, read_header)
 from .schema import kafka_schema
 from .transactions import ReadCommittedFilter, control_type
 
@@ -29,6 +30,7 @@ _MIN_OFFSET, _MAX_OFFSET = -(2**63), 2**63 - 1
 _LENGTH = struct.Struct(">i")
 
 NO_EXTENSIONS_ENV = "KAFKA_TIERED_NO_EXTENSIONS"
+log = logging.getLogger(__name__)
 
 _backends: dict = {}
 
@@ -196,6 +198,9 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                     continue
                 # The block reader refused the frame: python-lz4 raises the error the pure
                 # decoder would, or decodes it; the records go on from where the reader stopped.
+                log.debug("lz4 frame of the batch at position %d (base offset %d) left to "
+                          "python-lz4 after %d records", position + pos, h.base_offset,
+                          h.record_count - remaining)
             records, origin, decompressed = _records(mv, h, pos, size, position,
                                                      max_decompressed_bytes)
             while True:
