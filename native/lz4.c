@@ -108,6 +108,20 @@ uint32_t kt_xxh32(const uint8_t *p, size_t n)
 /* Period >= 8 of a match with offset < 8, to copy it in 8-byte steps once 8 bytes are out. */
 static const uint8_t period8[8] = {0, 8, 8, 9, 8, 10, 12, 14};
 
+/* Add a length's extension bytes (255 while it goes on) to *len.  liblz4's limit: at least
+ * `keep` input bytes must be left after each of them (15 for literals, 4 for a match). */
+static inline int more_length(const uint8_t **ip, const uint8_t *iend, ptrdiff_t keep,
+                              size_t *len)
+{
+    unsigned s;
+    do {
+        s = *(*ip)++;
+        *len += s;
+        if (iend - *ip < keep) return -1;
+    } while (s == 255);
+    return 0;
+}
+
 /* Decode one block ip[0..n) into [op, op + cap) (+ KT_LZ4_SLACK writable); matches may reach
  * `history` bytes before op.  Returns the bytes written, or -1. */
 static long lz4_block(const uint8_t *ip, size_t n, uint8_t *const ostart, size_t cap,
@@ -137,15 +151,7 @@ static long lz4_block(const uint8_t *ip, size_t n, uint8_t *const ostart, size_t
             }
             goto match;
         }
-        if (lit == 15) {
-            if (iend - ip <= 15) return -1;
-            unsigned s;
-            do {
-                s = *ip++;
-                lit += s;
-                if (iend - ip < 15) return -1;
-            } while (s == 255);
-        }
+        if (lit == 15 && (iend - ip <= 15 || more_length(&ip, iend, 15, &lit))) return -1;
         const size_t in_left = (size_t)(iend - ip), out_left = (size_t)(oend - op);
         if (lit == in_left) {   /* the last sequence: literals to the end of the block */
             if (lit > out_left) return -1;
@@ -168,14 +174,7 @@ static long lz4_block(const uint8_t *ip, size_t n, uint8_t *const ostart, size_t
         offset = (size_t)ip[0] | ((size_t)ip[1] << 8);
         ip += 2;
         mlen = token & 15;
-        if (mlen == 15) {
-            unsigned s;
-            do {
-                s = *ip++;
-                mlen += s;
-                if (iend - ip < 4) return -1;
-            } while (s == 255);
-        }
+        if (mlen == 15 && more_length(&ip, iend, 4, &mlen)) return -1;
         mlen += 4;
     match:
         if (offset == 0 || offset > (size_t)(op - ostart) + history) return -1;
