@@ -785,9 +785,10 @@ static PyObject *builder_append(kt_Builder *b, PyObject *args)
  *
  * Decompressing a whole batch first (13 MB for 100,000 records) and then parsing it reads
  * every byte back from memory, and so does the CRC of the compressed batch before it.  Here
- * the CRC runs one block ahead of the LZ4 reader (which then reads the block from cache), the
- * reader writes into a window of a few hundred KiB, and each ~256 KiB of it is parsed before
- * it can leave L2.  A record cut by a piece's end waits for the next piece.
+ * the CRC covers each block just after the LZ4 reader has read it (from cache: ahead of the
+ * reader it paid the memory latency the reader's sequential reads hide), the reader writes into
+ * a window of a few hundred KiB, and each ~256 KiB of it is parsed before it can leave L2.  A
+ * record cut by a piece's end waits for the next piece.
  *
  * The result must be what append() gives on python-lz4's output, errors included, so:
  * the CRC is settled before anything else is reported; a record error is only reported once
