@@ -220,11 +220,12 @@ static int bad(kt_lz4_frame *f, const char *why)
     return KT_LZ4_BAD;
 }
 
-int kt_lz4_begin(kt_lz4_frame *f, const uint8_t *in, size_t n)
+int kt_lz4_begin(kt_lz4_frame *f, const uint8_t *in, size_t n, uint64_t limit)
 {
     memset(f, 0, sizeof *f);
     f->in = in;
     f->in_len = n;
+    f->limit = limit;
     if (n < 7) return bad(f, "frame header truncated");
     if (le32(in) != MAGIC) return bad(f, "not an LZ4 frame (magic)");
     const unsigned flg = in[4], bd = in[5];
@@ -245,6 +246,7 @@ int kt_lz4_begin(kt_lz4_frame *f, const uint8_t *in, size_t n)
         f->content_size = (uint64_t)le32(in + 6) | ((uint64_t)le32(in + 10) << 32);
     if (((kt_xxh32(in + 4, hlen - 4) >> 8) & 0xFF) != in[hlen])
         return bad(f, "header checksum");
+    if (f->has_size && f->content_size > limit) return bad(f, "content size over the limit");
     f->ip = hlen + 1;
     if (f->content_checksum) kt_xxh32_reset(&f->hash);
     return KT_LZ4_BLOCK;
@@ -292,6 +294,7 @@ int kt_lz4_next(kt_lz4_frame *f, uint8_t *out, size_t *got)
     if (f->content_checksum) kt_xxh32_update(&f->hash, out, size);
     f->produced += size;
     if (f->has_size && f->produced > f->content_size) return bad(f, "content size");
+    if (f->produced > f->limit) return bad(f, "output over the limit");
     *got = size;
     return KT_LZ4_BLOCK;
 }
@@ -299,16 +302,15 @@ int kt_lz4_next(kt_lz4_frame *f, uint8_t *out, size_t *got)
 uint64_t kt_lz4_bound(const kt_lz4_frame *f)
 {
     if (f->has_size) return f->content_size;
-    const size_t extra = 4 + (f->block_checksum ? 4 : 0);
+    const size_t framing = 4 + (f->block_checksum ? 4 : 0);   /* size word, checksum */
     size_t ip = f->ip;
     uint64_t total = 0;
     while (f->in_len - ip >= 4) {
         const uint32_t word = le32(f->in + ip);
         const size_t n = word & 0x7FFFFFFFu;
-        if (word == 0 || n > f->in_len - ip - 4) break;
+        if (word == 0 || framing + n > f->in_len - ip) break;
         total += (word >> 31) ? n : f->block_max;
-        if (f->in_len - ip - 4 - n < extra - 4) break;
-        ip += extra + n;
+        ip += framing + n;
     }
     return total;
 }

@@ -32,15 +32,16 @@ typedef struct {
     size_t block_max;           /* from the BD byte: 64 KiB .. 4 MiB */
     int linked;                 /* blocks may refer to the previous 64 KiB of output */
     int block_checksum, content_checksum, has_size;
-    uint64_t content_size, produced;
+    uint64_t content_size, produced, limit;   /* limit: refuse more output than this */
     kt_xxh32_state hash;        /* of the output, when the frame has a content checksum */
     const char *why;            /* what was wrong, for tests and debugging */
 } kt_lz4_frame;
 
 enum { KT_LZ4_END = 0, KT_LZ4_BLOCK = 1, KT_LZ4_BAD = -1 };
 
-/* Read the frame header of in[0..n).  KT_LZ4_BLOCK when blocks follow, KT_LZ4_BAD if not. */
-int kt_lz4_begin(kt_lz4_frame *f, const uint8_t *in, size_t n);
+/* Read the frame header of in[0..n).  KT_LZ4_BLOCK when blocks follow, KT_LZ4_BAD if not (or
+ * if it declares more than `limit` bytes of output; kt_lz4_next refuses to produce more). */
+int kt_lz4_begin(kt_lz4_frame *f, const uint8_t *in, size_t n, uint64_t limit);
 
 /* Decode the next block into out, which has room for block_max + KT_LZ4_SLACK bytes; for a
  * linked frame the min(64 KiB, produced) bytes of earlier output must lie just before out.

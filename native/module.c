@@ -37,10 +37,8 @@ static PyObject *py_lz4_decompress(PyObject *self, PyObject *args)
     uint8_t *out = given.buf;
     size_t cap = given.buf ? (size_t)given.len : 0, have = 0;
     Py_BEGIN_ALLOW_THREADS
-    if (kt_lz4_begin(&f, view.buf, (size_t)view.len) == KT_LZ4_BAD) {
+    if (kt_lz4_begin(&f, view.buf, (size_t)view.len, (uint64_t)limit) == KT_LZ4_BAD) {
         why = f.why;
-    } else if (f.has_size && f.content_size > (uint64_t)limit) {
-        why = "content size over the limit";
     } else {
         for (;;) {
             if (cap - have < f.block_max + KT_LZ4_SLACK) {
@@ -63,10 +61,6 @@ static PyObject *py_lz4_decompress(PyObject *self, PyObject *args)
             have += got;
             if (k == KT_LZ4_BAD) {
                 why = f.why;
-                break;
-            }
-            if (have > (size_t)limit) {
-                why = "output over the limit";
                 break;
             }
             if (k == KT_LZ4_END) break;

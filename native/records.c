@@ -722,6 +722,13 @@ nomem:
 #undef STORE
 }
 
+/* The error of records that end before the batch's records do: the one message both append()
+ * and append_lz4() give, so that the two paths report it alike. */
+static int bytes_left(const kt_cursor *c, Py_ssize_t at, Py_ssize_t n, kt_error *e)
+{
+    return kt_fail(c, at, e, "%zd bytes left after the batch's last record", n);
+}
+
 /* Size the columns for a window of `win` record bytes at once (a record takes at least 7
  * bytes, and its key and value fit in it), so the record loop never checks for room; untouched
  * reserve costs address space, not memory.  The GIL must be held (the buffer pool). */
@@ -771,8 +778,7 @@ static PyObject *builder_append(kt_Builder *b, PyObject *args)
     if (rc == KT_OK)
         rc = run_records(b, &c, &bi, &e, &remaining, c.buf + view.len, 0);
     if (rc == KT_OK && remaining == 0 && c.pos != c.end)
-        rc = kt_fail(&c, c.pos, &e, "%zd bytes left after the batch's last record",
-                     c.end - c.pos);
+        rc = bytes_left(&c, c.pos, c.end - c.pos, &e);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (rc == KT_NOMEM) return PyErr_NoMemory();
@@ -908,8 +914,8 @@ static PyObject *builder_append_lz4(kt_Builder *b, PyObject *args)
     uint32_t crc = 0;
     Py_ssize_t crc_at = KT_HEADER_SIZE;
     kt_lz4_frame f;
-    if (kt_lz4_begin(&f, batch + KT_HEADER_SIZE, (size_t)(size - KT_HEADER_SIZE)) == KT_LZ4_BAD ||
-        (f.has_size && f.content_size > (uint64_t)limit)) {
+    if (kt_lz4_begin(&f, batch + KT_HEADER_SIZE, (size_t)(size - KT_HEADER_SIZE),
+                     (uint64_t)limit) == KT_LZ4_BAD) {
         refused = 1;
     } else {
         /* Columns sized once for the whole batch (growing them piece by piece copied them
@@ -931,7 +937,7 @@ static PyObject *builder_append_lz4(kt_Builder *b, PyObject *args)
                 crc_at = to;
             }
             r.have += (Py_ssize_t)got;
-            if (k == KT_LZ4_BAD || r.have > limit) {
+            if (k == KT_LZ4_BAD) {   /* corrupt, or past `limit` */
                 refused = 1;
                 break;
             }
@@ -953,8 +959,8 @@ static PyObject *builder_append_lz4(kt_Builder *b, PyObject *args)
     if (refused) return Py_BuildValue("Onn", Py_False, r.rp, r.left);
     if (r.failed) return kt_raise(&r.err);
     if (r.rp != r.have) {
-        kt_cursor rc_ = {NULL, 0, 0, r.origin, 1, 0};
-        kt_fail(&rc_, r.rp, &e, "%zd bytes left after the batch's last record", r.have - r.rp);
+        kt_cursor records = {NULL, 0, 0, r.origin, 1, 0};
+        bytes_left(&records, r.rp, r.have - r.rp, &e);
         return kt_raise(&e);
     }
     return Py_BuildValue("Onn", Py_True, r.rp, r.left);
