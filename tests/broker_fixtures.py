@@ -8,7 +8,9 @@ Use from a test module::
 ``file://`` under the test's tmp dir unless ``remote_storage`` is given) and stops it at teardown;
 ``tiered_cluster`` is one such cluster with small segments (64 KiB) so produced data rolls.
 ``fixture_cluster`` (module scope) holds every Kafka 3.9.1 fixture partition, imported and tiered,
-with the local copies of tiered segments deleted (reads of them go to remote storage).
+with the local copies of tiered segments deleted (reads of them go to remote storage); for a
+module's own such cluster, ``file_tiered_cluster(base, **kwargs)`` is the context manager behind
+it, and ``import_and_tier(c, partitions)`` does the importing and tiering for any cluster.
 ``s3_tiered_cluster(base, bucket, partitions)`` is a context manager for a cluster that tiers
 fixture partitions to a moto S3 server of its own, with a ``FaultProxy`` in front for readers.
 
@@ -78,13 +80,31 @@ def tiered_cluster(cluster_factory):
     return cluster_factory(segment_bytes=64 * 1024)
 
 
+def import_and_tier(c, partitions=FIXTURE_PARTITIONS):
+    """Import the fixture ``partitions`` into cluster ``c`` and tier them.  Something must have
+    been tiered; returns what ``tier()`` did."""
+    for t, p in partitions:
+        c.import_log_dir(t, p, fixture_segments(t, p))
+    tiered = c.tier()
+    assert tiered, "nothing was tiered"
+    return tiered
+
+
+@contextlib.contextmanager
+def file_tiered_cluster(base, **cluster_kwargs):
+    """An EmbeddedCluster (data under ``base``) with every fixture partition imported and tiered
+    to ``file://<base>/remote`` (``c.remote_dir``); ``cluster_kwargs`` go to EmbeddedCluster."""
+    remote = base / "remote"
+    with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{remote}",
+                         **cluster_kwargs) as c:
+        import_and_tier(c)
+        c.remote_dir = str(remote)
+        yield c
+
+
 @pytest.fixture(scope="module")
 def fixture_cluster(tmp_path_factory):
-    base = tmp_path_factory.mktemp("fixture-broker")
-    with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{base}/remote") as c:
-        for t, p in FIXTURE_PARTITIONS:
-            c.import_log_dir(t, p, fixture_segments(t, p))
-        c.tier()
+    with file_tiered_cluster(tmp_path_factory.mktemp("fixture-broker")) as c:
         yield c
 
 
@@ -102,9 +122,7 @@ def s3_tiered_cluster(base, bucket: str, partitions, **cluster_kwargs):
                         **cluster_kwargs)
     try:
         c.start()
-        for t, p in partitions:
-            c.import_log_dir(t, p, fixture_segments(t, p))
-        assert c.tier()
+        import_and_tier(c, partitions)
         c.moto, c.proxy = moto, proxy
         yield c
     finally:

@@ -16,12 +16,11 @@ import time
 
 import pytest
 
-from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments, s3_tiered_cluster
+from broker_fixtures import FIXTURE_PARTITIONS, file_tiered_cluster, s3_tiered_cluster
 from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
 from spark_session import spark_env
 from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
-from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
 
@@ -104,12 +103,7 @@ def test_task_failing_its_first_attempt_is_retried_and_every_offset_comes_once(s
 
 @pytest.fixture(scope="module")
 def file_cluster(tmp_path_factory):
-    base = tmp_path_factory.mktemp("faults-spark-file")
-    with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{base}/remote") as c:
-        for t, p in FIXTURE_PARTITIONS:
-            c.import_log_dir(t, p, fixture_segments(t, p))
-        assert c.tier()
-        c.remote_dir = str(base / "remote")
+    with file_tiered_cluster(tmp_path_factory.mktemp("faults-spark-file")) as c:
         yield c
 
 

@@ -17,7 +17,7 @@ import struct
 
 import pytest
 
-from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments
+from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments, import_and_tier
 from spark_helpers import arrow_rows, collect_rows, expected_rows, first_difference, load
 from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
@@ -44,9 +44,7 @@ def _tier(base, remote_storage, partitions, **kwargs) -> dict:
     """Import, tier, record what was tiered, stop.  Returns {(topic, p): [(base, end), ...]}."""
     c = EmbeddedCluster(str(base / "data"), remote_storage=remote_storage, **kwargs).start()
     try:
-        for t, p in partitions:
-            c.import_log_dir(t, p, fixture_segments(t, p))
-        assert c.tier(), "nothing was tiered"
+        import_and_tier(c, partitions)
         return {(t, p): sorted((s.base_offset, s.end_offset) for s in c.remote_segments(t, p))
                 for t, p in partitions}
     finally:

@@ -12,13 +12,11 @@ import sys
 
 import pytest
 
-from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments
+from broker_fixtures import FIXTURE_PARTITIONS, file_tiered_cluster
 from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
 
-from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
-
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +28,7 @@ def standalone(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    base = tmp_path_factory.mktemp("spark-cluster-broker")
-    with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{base}/remote") as c:
-        for t, p in FIXTURE_PARTITIONS:
-            c.import_log_dir(t, p, fixture_segments(t, p))
-        assert c.tier()
-        c.remote_dir = str(base / "remote")
+    with file_tiered_cluster(tmp_path_factory.mktemp("spark-cluster-broker")) as c:
         yield c
 
 

@@ -15,8 +15,8 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql.types import StructType
 
-from broker_fixtures import (FIXTURE_PARTITIONS, consume_kafka_python, fixture_expected, fixture_segments,
-                             s3_tiered_cluster)
+from broker_fixtures import (FIXTURE_PARTITIONS, consume_kafka_python, file_tiered_cluster,
+                             fixture_expected, fixture_segments, s3_tiered_cluster)
 from spark_helpers import (arrow_rows, b64, collect_rows, consumer_rows, expected_rows,
                            first_difference, load)
 from spark_session import spark  # noqa: F401  (fixture)
@@ -51,16 +51,9 @@ def cluster(tmp_path_factory):
     """Every fixture partition imported and tiered (the last segment of each stays local, so
     each read also has a broker tail), plus an empty topic.  64 KiB segments so the topics the
     tests produce themselves roll."""
-    base = tmp_path_factory.mktemp("spark-read")
-    remote = base / "remote"
-    with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{remote}",
-                         segment_bytes=64 * 1024) as c:
-        for t, p in FIXTURE_PARTITIONS:
-            c.import_log_dir(t, p, fixture_segments(t, p))
+    with file_tiered_cluster(tmp_path_factory.mktemp("spark-read"),
+                             segment_bytes=64 * 1024) as c:
         c.create_topic("empty", partitions=2)
-        tiered = c.tier()
-        assert tiered, "nothing was tiered"
-        c.remote_dir = str(remote)
         yield c
 
 
