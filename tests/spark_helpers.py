@@ -101,6 +101,23 @@ def arrow_rows(batches) -> dict:
     return out
 
 
+def read_tasks(options, tasks, reader=None):
+    """Run ``tasks`` one after the other with one TaskReader (``reader``, or a new one); the
+    reader is closed at the end.  Returns (Arrow batches, the reader's metric totals)."""
+    from kafka_tiered_source.task_reader import TaskReader
+    reader = reader or TaskReader(options)
+    try:
+        batches = [b for t in tasks for b in reader.read(t)]
+    finally:
+        reader.close()
+    return batches, reader.metrics.snapshot().total()
+
+
+def offsets_of(batches) -> list:
+    """The offset column of Arrow ``batches``, in order."""
+    return [o for b in batches for o in b.column(b.schema.get_field_index("offset")).to_pylist()]
+
+
 def read_as_executors(options, tasks) -> dict:
     """Run ``tasks`` as Spark's executors do: one ``TaskReader`` (so one fetcher, with its own
     manifest cache) per task, no fallback to the broker allowed.  Rows as :func:`arrow_rows`."""

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from broker_fixtures import consume_kafka_python, fixture_segments
-from spark_helpers import arrow_rows, expected_rows, first_difference
+from spark_helpers import arrow_rows, expected_rows, first_difference, offsets_of, read_tasks
 from storage_servers import free_port
 
 from kafka_tiered_source.errors import BrokerError, DataLossError
@@ -202,19 +202,6 @@ def options(bootstrap, c, *, direct=True, **extra) -> ReadOptions:
         opts["fetch.remote.enabled"] = "false"
     opts.update(extra)
     return ReadOptions.parse(opts)
-
-
-def read_tasks(opts, tasks, reader=None):
-    reader = reader or TaskReader(opts)
-    try:
-        batches = [b for t in tasks for b in reader.read(t)]
-    finally:
-        reader.close()
-    return batches, reader.metrics.snapshot().total()
-
-
-def offsets_of(batches) -> list:
-    return [o for b in batches for o in b.column(b.schema.get_field_index("offset")).to_pylist()]
 
 
 def assert_exactly(batches, want_rows):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from broker_fixtures import fixture_segments
-from spark_helpers import arrow_rows, expected_rows, first_difference
+from spark_helpers import arrow_rows, expected_rows, first_difference, offsets_of, read_tasks
 from storage_servers import S3_KEY_ID, S3_SECRET, Blackhole, FaultProxy, MotoS3, Rule, unique
 
 from kafka_tiered_source.errors import DataLossError
@@ -88,17 +88,7 @@ def options(c, endpoint: str, *, bucket: str = BUCKET, **extra) -> ReadOptions:
 def read_all(opts, tasks=None, reader=None):
     """Run every task; (batches, totals, number of tiered ranges read)."""
     plan = plan_read(opts) if tasks is None else None
-    tasks = plan.tasks if tasks is None else tasks
-    reader = reader or TaskReader(opts)
-    try:
-        batches = [b for t in tasks for b in reader.read(t)]
-    finally:
-        reader.close()
-    return batches, reader.metrics.snapshot().total()
-
-
-def offsets_of(batches) -> list:
-    return [o for b in batches for o in b.column(b.schema.get_field_index("offset")).to_pylist()]
+    return read_tasks(opts, plan.tasks if tasks is None else tasks, reader)
 
 
 def assert_rows(batches, want=WANT):
