@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError, KafkaTieredError
 from ..ids import random_uuid, uuid_from_str, uuid_to_str
+# ListOffsets special timestamps: the client's constants, which the broker answers
+from ..protocol.client import (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST,
+                               LATEST_TIERED, MAX_TIMESTAMP)
 from ..protocol.errors import code_of
 from ..redact import Secret
 from .log import (
@@ -34,14 +37,6 @@ from .tiering import (
 )
 
 TOPICS_FILE = "broker-topics.json"
-
-# ListOffsets special timestamps
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-EARLIEST_PENDING_UPLOAD = -6
 
 
 @dataclass(frozen=True)
