@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..errors import ProtocolError, SegmentFormatError
-from ..protocol.primitives import read_uvarint, write_uvarint
+from ..protocol.primitives import read_uvarint, write_uvarint, write_varlong
 
 SUFFIX_LOG = "log"
 SUFFIX_INDEXES = "indexes"
@@ -113,7 +113,7 @@ def encode_custom_metadata(*, remote_size: int | None = None, object_prefix: str
         if not -(2**63) <= remote_size < 2**63:
             raise ValueError(f"remote_size out of int64 range: {remote_size}")
         body = bytearray()
-        write_uvarint(body, ((remote_size << 1) ^ (remote_size >> 63)) & 0xFFFFFFFFFFFFFFFF)
+        write_varlong(body, remote_size)
         fields.append((TAG_REMOTE_SIZE, bytes(body)))
     for tag, text in ((TAG_OBJECT_PREFIX, object_prefix), (TAG_OBJECT_KEY, object_key)):
         if text is not None:

@@ -25,6 +25,7 @@ import crc32c
 
 from ..errors import KafkaTieredError
 from ..protocol.errors import code_of
+from ..protocol.primitives import write_varlong
 from ..records.header import (
     ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK, BatchHeader, iter_headers, read_header,
@@ -194,16 +195,9 @@ def validate_batches(buf: bytes, *, topic=None, partition=None) -> list[BatchHea
 
 
 def _zigzag(n: int) -> bytes:
-    v = (n << 1) ^ (n >> 63)
     out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    write_varlong(out, n)
+    return bytes(out)
 
 
 def control_batch(offset: int, producer_id: int, producer_epoch: int, commit: bool,
