@@ -56,31 +56,22 @@ def _elem_codec(f: Field, etype: str, v: int, flex: bool, nullable: bool, keep: 
     compact = flex and not f.never_compact
     if etype in _INT_CODECS:
         return _INT_CODECS[etype]
-    if etype == "string":
-        def rd(buf, pos):
-            val, pos = P.read_string(buf, pos, compact)
-            if val is None and not nullable:
-                raise ProtocolError(f"null string for non-nullable {f.name} (version {v})")
-            return val, pos
-
-        def wr(out, val):
-            if val is None and not nullable:
-                raise ProtocolError(f"{f.name} is null but not nullable in version {v}")
-            P.write_string(out, val, compact)
-        return rd, wr
-    if etype in ("bytes", "records"):
-        reader = P.read_bytes_view if etype == "records" else P.read_bytes
+    if etype in ("string", "bytes", "records"):
+        kind = "string" if etype == "string" else "bytes"
+        reader = {"string": P.read_string, "bytes": P.read_bytes,
+                  "records": P.read_bytes_view}[etype]
+        writer = P.write_string if etype == "string" else P.write_bytes
 
         def rd(buf, pos):
             val, pos = reader(buf, pos, compact)
             if val is None and not nullable:
-                raise ProtocolError(f"null bytes for non-nullable {f.name} (version {v})")
+                raise ProtocolError(f"null {kind} for non-nullable {f.name} (version {v})")
             return val, pos
 
         def wr(out, val):
             if val is None and not nullable:
                 raise ProtocolError(f"{f.name} is null but not nullable in version {v}")
-            P.write_bytes(out, val, compact)
+            writer(out, val, compact)
         return rd, wr
     # nested struct
     plan = _plan(f.struct_class, v, flex, keep)
