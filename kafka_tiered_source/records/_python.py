@@ -60,6 +60,20 @@ class _Cursor:
     def varlong(self, what: str) -> int:
         return self.varint(what, 10, 0xFE)
 
+    def nullable_bytes(self, what: str, label: str):
+        """A varint length (-1: null) and that many bytes: (bytes or None, length).  ``what``
+        names the length in errors ("key" -> "invalid key length"), ``label`` the bytes."""
+        n = self.varint(f"{what} length")
+        if n < -1:
+            raise self.fail(self.pos - 1, f"invalid {what} length {n}")
+        if n < 0:
+            return None, n
+        if n > 0:
+            self.need(n, label)
+        data = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return data, n
+
 
 def crc32c(data, start: int = 0, end: int | None = None) -> int:
     import crc32c as _crc   # the crc32c package: a dependency, not this project's extension
@@ -129,24 +143,8 @@ class Builder:
         r.pos += 1   # attributes: unused in v2
         ts_delta = r.varlong("timestamp delta")
         off_delta = r.varint("offset delta")
-        klen = r.varint("key length")
-        if klen < -1:
-            raise r.fail(r.pos - 1, f"invalid key length {klen}")
-        key = None
-        if klen >= 0:
-            if klen > 0:
-                r.need(klen, "record key")
-            key = bytes(buf[r.pos:r.pos + klen])
-            r.pos += klen
-        vlen = r.varint("value length")
-        if vlen < -1:
-            raise r.fail(r.pos - 1, f"invalid value length {vlen}")
-        value = None
-        if vlen >= 0:
-            if vlen > 0:
-                r.need(vlen, "record value")
-            value = bytes(buf[r.pos:r.pos + vlen])
-            r.pos += vlen
+        key, klen = r.nullable_bytes("key", "record key")
+        value, vlen = r.nullable_bytes("value", "record value")
         hcount = r.varint("header count")
         if hcount < 0:
             raise r.fail(r.pos - 1, f"invalid header count {hcount}")
@@ -164,15 +162,7 @@ class Builder:
             except UnicodeDecodeError:
                 raise r.fail(r.pos, "header key is not valid UTF-8") from None
             r.pos += hklen
-            hvlen = r.varint("header value length")
-            if hvlen < -1:
-                raise r.fail(r.pos - 1, f"invalid header value length {hvlen}")
-            hval = None
-            if hvlen >= 0:
-                if hvlen > 0:
-                    r.need(hvlen, "header value")
-                hval = bytes(buf[r.pos:r.pos + hvlen])
-                r.pos += hvlen
+            hval, hvlen = r.nullable_bytes("header value", "header value")
             headers.append({"key": hkey, "value": hval})
             hk_bytes += hklen
             hv_bytes += max(hvlen, 0)
