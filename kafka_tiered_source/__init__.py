@@ -9,21 +9,25 @@ from __future__ import annotations
 
 from .errors import (
     BrokerError,
+    BudgetExceededError,
     ConfigError,
     CorruptRecordError,
     DataLossError,
     DecompressionLimitError,
     KafkaTieredError,
+    OfflinePlanningError,
     ProtocolError,
     RemoteStorageError,
+    SegmentFormatError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
-    "BrokerError", "ConfigError", "CorruptRecordError", "DataLossError",
-    "DecompressionLimitError", "KafkaTieredError", "ProtocolError", "RemoteStorageError",
+    "BrokerError", "BudgetExceededError", "ConfigError", "CorruptRecordError", "DataLossError",
+    "DecompressionLimitError", "KafkaTieredError", "OfflinePlanningError", "ProtocolError",
+    "RemoteStorageError", "SegmentFormatError",
     "decode", "decoder_backend", "register",
     "cost_report", "estimate", "last_read_stats", "read_history",
 ]

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .errors import KafkaTieredError
+from .errors import BudgetExceededError
 
 EGRESS_CLASSES = ("same-region", "inter-az", "inter-region", "internet")
 
@@ -78,8 +78,6 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-class BudgetExceededError(KafkaTieredError):
-    """The estimate of a read exceeds ``cost.budget.usd``: the read was refused before reading."""
 
 
 @dataclass(frozen=True)

@@ -124,3 +124,40 @@ class SegmentFormatError(RemoteStorageError):
 
 class DataLossError(KafkaTieredError):
     """Requested offsets are gone (retention) and ``failOnDataLoss`` is true."""
+
+
+class PlanningError(KafkaTieredError, ValueError):
+    """The planner handed :func:`plan_read_tasks` inconsistent input (a bug, not bad options)."""
+
+
+class OfflinePlanningError(KafkaTieredError):
+    """What is in remote storage cannot be read consistently without a broker (two copies of a
+    segment, overlapping segments, two topic ids for one topic name)."""
+
+
+class BudgetExceededError(KafkaTieredError):
+    """The estimate of a read exceeds ``cost.budget.usd``: the read was refused before reading."""
+
+
+class RemoteConnectionError(RemoteStorageError):
+    """The storage could not be reached (refused, reset, DNS) after all retries."""
+
+    retriable = True
+
+
+class ListingNotSupported(RemoteStorageError):
+    """The fetcher cannot list objects (a presigned URL names one object), so segments cannot
+    be discovered without a broker."""
+
+
+class SaslError(KafkaTieredError):
+    """A SASL exchange failed (bad credentials, a malformed or dishonest peer message)."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """A request for an API/version this code does not declare.  ``header`` is the parsed
+    request header, so a broker can still answer (ApiVersions: v0 body, UNSUPPORTED_VERSION)."""
+
+    def __init__(self, message, *, header=None):
+        super().__init__(message)
+        self.header = header

@@ -53,14 +53,15 @@ import logging
 import struct
 from dataclasses import dataclass, replace
 
-from ..errors import ConfigError, DataLossError, KafkaTieredError, SegmentFormatError
+from ..errors import ConfigError, DataLossError, OfflinePlanningError, SegmentFormatError
+from ..model import EARLIEST, LATEST
 from ..records.header import iter_headers
 from ..storage import aiven
 from ..storage.layouts import listing_prefix, parse_aiven_key, parse_local_tiered_key
 from ..storage.segment import RemoteSegment
 from .partitions import (AbortedTransaction, PartitionTxnInfo, PartitionWork, ReadTask,
                          SegmentSlice, plan_read_tasks)
-from .planner import EARLIEST, LATEST, PartitionRange, Plan
+from .planner import PartitionRange, Plan
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,6 @@ _REQUIRED = {"aiven": frozenset({aiven.SUFFIX_LOG, aiven.SUFFIX_INDEXES, aiven.S
 _SHOWN_TOPICS = 20
 
 
-class OfflinePlanningError(KafkaTieredError):
-    """What is in remote storage cannot be read consistently without a broker (two copies of a
-    segment, overlapping segments, two topic ids for one topic name)."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +163,7 @@ class OfflinePlanner:
             raise ConfigError("without kafka.bootstrap.servers the layout must be aiven or "
                               "kafka-local-tiered (template keys cannot be listed back into "
                               "segments)", option="remote.storage.layout")
-        from ..spark.options import SubscribePattern
+        from ..model import SubscribePattern
         # Named topics: list only under "{prefix}{topic}-" (both layouts start a key with it),
         # so a bucket shared by many topics is not listed whole.  Longer names sharing the stem
         # ("orders-v2") are listed too and dropped by the exact-name look-up later.
@@ -190,7 +188,7 @@ class OfflinePlanner:
 
     # -- 2. topics and partitions --------------------------------------------------------------
     def topic_partitions(self, catalog: dict) -> list[tuple[str, int, str]]:
-        from ..spark.options import Assign, SubscribePattern
+        from ..model import Assign, SubscribePattern
         strategy = self.options.strategy
         found = sorted(catalog)
         shown = ", ".join(found[:_SHOWN_TOPICS]) + (" ..." if len(found) > _SHOWN_TOPICS else "")
@@ -469,7 +467,7 @@ class OfflinePlanner:
         return Plan(tasks, out_ranges, segments, {(r.topic, r.partition): True for r in out_ranges})
 
     def _bounds(self, parts) -> dict:
-        from ..spark.options import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
+        from ..model import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
                                      SpecificOffsets, SpecificTimestamps, TopicPartition)
         out: dict = {}
         for starting in (True, False):

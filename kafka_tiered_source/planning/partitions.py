@@ -34,12 +34,10 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Iterable, Sequence, Union
 
-from ..errors import KafkaTieredError
+from ..errors import PlanningError
 from ..storage.segment import RemoteSegment
 
 
-class PlanningError(KafkaTieredError, ValueError):
-    """The planner handed :func:`plan_read_tasks` inconsistent input (a bug, not bad options)."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from typing import Sequence
 
 from ..errors import BrokerError, ConfigError, DataLossError, RemoteStorageError
 from ..ids import uuid_to_str
+from ..model import EARLIEST, LATEST
 from ..storage import aiven
 from ..storage.segment import RemoteSegment
 from .partitions import (AbortedTransaction, BrokerRange, PartitionTxnInfo, PartitionWork,
@@ -42,8 +43,6 @@ from .partitions import (AbortedTransaction, BrokerRange, PartitionTxnInfo, Part
 
 log = logging.getLogger(__name__)
 
-EARLIEST = -2
-LATEST = -1
 INT32_MAX = 2**31 - 1
 # A probe asks for one byte: a broker that ignores the KIP-1248 tags then returns one batch.
 _PROBE_BYTES = 1
@@ -110,7 +109,7 @@ class Planner:
 
     # -- 1. topics and partitions --------------------------------------------------------------
     def topic_partitions(self) -> list[tuple[str, int, bytes]]:
-        from ..spark.options import Assign, Subscribe, SubscribePattern
+        from ..model import Assign, Subscribe, SubscribePattern
         strategy = self.options.strategy
         out = []
         if isinstance(strategy, SubscribePattern):
@@ -158,7 +157,7 @@ class Planner:
         return out
 
     def _resolve_bound(self, bound, tps, earliest, latest, *, starting: bool) -> dict:
-        from ..spark.options import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
+        from ..model import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
                                      SpecificOffsets, SpecificTimestamps, TopicPartition)
         name = "startingOffsets" if starting else "endingOffsets"
         if isinstance(bound, EarliestOffsets):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..errors import BrokerError, ConfigError, ProtocolError
+from ..model import EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED, MAX_TIMESTAMP
 from ..option_parsing import parse_bool
 from ..redact import Secret
 from . import codec, kip1248, messages as m
@@ -31,12 +32,6 @@ from .sasl import MECHANISMS, SaslError, ScramClient, plain_initial_response
 
 log = logging.getLogger(__name__)
 
-EARLIEST = -2
-LATEST = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
-EARLIEST_PENDING_UPLOAD = -6
 # ListOffsets version needed by each special timestamp (KIP-734, KIP-1005, KIP-1023).
 _SPECIAL_TIMESTAMP_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                                   EARLIEST_PENDING_UPLOAD: 11}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct as _struct
 import threading
 
-from ..errors import ProtocolError
+from ..errors import ProtocolError, UnsupportedVersionError
 from ..ids import uuid_from_str, uuid_to_str  # noqa: F401  (uuid fields are 16 raw bytes)
 from . import primitives as P
 from .schema import Field, Message, MessageStruct, build_message_class
@@ -27,13 +27,6 @@ __all__ = [
 ]
 
 
-class UnsupportedVersionError(ProtocolError):
-    """A request for an API/version this code does not declare.  ``header`` is the parsed
-    request header, so a broker can still answer (ApiVersions: v0 body, UNSUPPORTED_VERSION)."""
-
-    def __init__(self, message, *, header=None):
-        super().__init__(message)
-        self.header = header
 
 
 _INT_CODECS = {

@@ -12,7 +12,7 @@ import hmac
 import os
 from dataclasses import dataclass
 
-from ..errors import KafkaTieredError
+from ..errors import SaslError
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -20,8 +20,6 @@ _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MIN_ITERATIONS = 4096
 
 
-class SaslError(KafkaTieredError):
-    """A SASL exchange failed (bad credentials, a malformed or dishonest peer message)."""
 
 
 # --- PLAIN ----------------------------------------------------------------------------------

@@ -52,19 +52,18 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Iterator
 
 from ..cost import EGRESS_CLASSES, PRESETS, CostModel
 from ..errors import ConfigError
+from ..model import (EARLIEST, LATEST, Assign, EarliestOffsets, GlobalTimestamp, LatestOffsets,
+                     OffsetBound, SpecificOffsets, SpecificTimestamps, Strategy, Subscribe,
+                     SubscribePattern, TopicPartition)
 from ..quota import QuotaConfig
 from ..redact import REDACTED, is_secret_key
 from ..storage.config import FETCH_OPTIONS, FetcherConfig
 
 log = logging.getLogger(__name__)
-
-# Kafka's special offsets in the JSON forms of startingOffsets / endingOffsets.
-EARLIEST = -2
-LATEST = -1
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -219,87 +218,6 @@ class OptionMap(Mapping):
         return f"OptionMap({self.redacted()!r})"
 
     __str__ = __repr__
-
-
-@dataclass(frozen=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:   # Kafka's own spelling, as in Spark's messages
-        return f"{self.topic}-{self.partition}"
-
-
-# --- what to read: exactly one strategy -------------------------------------------------------
-@dataclass(frozen=True)
-class Subscribe:
-    """``subscribe``: a fixed list of topics (comma separated, blanks dropped, order kept)."""
-    topics: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class SubscribePattern:
-    """``subscribePattern``: every topic whose whole name matches ``pattern`` (Python ``re``)."""
-    pattern: str
-
-    def matches(self, topic: str) -> bool:
-        return re.fullmatch(self.pattern, topic) is not None
-
-
-@dataclass(frozen=True)
-class Assign:
-    """``assign``: explicit topic-partitions, sorted and de-duplicated."""
-    partitions: tuple[TopicPartition, ...]
-
-    @property
-    def topics(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(tp.topic for tp in self.partitions))
-
-
-Strategy = Union[Subscribe, SubscribePattern, Assign]
-
-
-# --- where to start / stop -------------------------------------------------------------------
-@dataclass(frozen=True)
-class EarliestOffsets:
-    """``earliest``: the log start offset of every partition."""
-
-
-@dataclass(frozen=True)
-class LatestOffsets:
-    """``latest``: the high watermark (read_uncommitted) or LSO (read_committed) of every
-    partition, taken when the query is planned."""
-
-
-@dataclass(frozen=True)
-class SpecificOffsets:
-    """Offsets per topic-partition; ``-2`` means earliest, ``-1`` latest."""
-    offsets: tuple[tuple[TopicPartition, int], ...]
-
-    def as_dict(self) -> dict[TopicPartition, int]:
-        return dict(self.offsets)
-
-
-@dataclass(frozen=True)
-class GlobalTimestamp:
-    """``startingTimestamp``/``endingTimestamp``: one timestamp (ms) for every partition.  The
-    offset is the earliest whose timestamp is >= it (Kafka ListOffsets)."""
-    timestamp_ms: int
-    strategy: str = "error"        # startingOffsetsByTimestampStrategy: "error" | "latest"
-
-
-@dataclass(frozen=True)
-class SpecificTimestamps:
-    """``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp``: a timestamp per partition."""
-    timestamps: tuple[tuple[TopicPartition, int], ...]
-    strategy: str = "error"
-
-    def as_dict(self) -> dict[TopicPartition, int]:
-        return dict(self.timestamps)
-
-
-OffsetBound = Union[EarliestOffsets, LatestOffsets, SpecificOffsets, GlobalTimestamp,
-                    SpecificTimestamps]
 
 
 # ---------------------------------------------------------------------------------------------

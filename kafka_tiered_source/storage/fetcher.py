@@ -40,8 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from ..errors import (RemoteAccessDenied, RemoteObjectNotFound, RemoteServerError, RemoteStorageError,
-                      RemoteThrottled, SegmentFormatError)
+from ..errors import (ListingNotSupported, RemoteAccessDenied, RemoteConnectionError, RemoteObjectNotFound,
+                      RemoteServerError, RemoteStorageError, RemoteThrottled, SegmentFormatError)
 from . import aiven
 from .config import FetcherConfig
 from .layouts import AivenLayout, KafkaLocalTieredLayout, TemplateLayout
@@ -50,15 +50,8 @@ from .observer import FetchObserver
 log = logging.getLogger(__name__)
 
 
-class RemoteConnectionError(RemoteStorageError):
-    """The storage could not be reached (refused, reset, DNS) after all retries."""
-
-    retriable = True
 
 
-class ListingNotSupported(RemoteStorageError):
-    """The fetcher cannot list objects (a presigned URL names one object), so segments cannot
-    be discovered without a broker."""
 
 
 # Error classes a retry may cure.  Timeouts are deliberately absent: a slow store is better

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError, KafkaTieredError
 from ..ids import random_uuid, uuid_from_str, uuid_to_str
-# ListOffsets special timestamps: the client's constants, which the broker answers
-from ..protocol.client import (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST,
-                               LATEST_TIERED, MAX_TIMESTAMP)
+# ListOffsets special timestamps: the shared model's constants, which the client sends
+from ..model import (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST, LATEST_TIERED,
+                     MAX_TIMESTAMP)
 from ..protocol.errors import code_of
 from ..redact import Secret
 from .log import (
