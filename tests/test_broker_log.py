@@ -17,9 +17,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from kafka_tiered_source.records.header import iter_headers
-from kafka_tiered_source.testing.log import (
-    TXN_ENTRY_SIZE, Segment, StorageError, build_indexes, parse_txn_index,
-)
+from kafka_tiered_source.storage.indexes import parse_txn_index
+from kafka_tiered_source.testing.log import TXN_ENTRY_SIZE, Segment, StorageError, build_indexes
 from kafka_tiered_source.testing.storage import BrokerStorage
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),

@@ -50,7 +50,6 @@ What cannot be known offline, and what is done about it:
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError, DataLossError, OfflinePlanningError, SegmentFormatError
@@ -58,6 +57,8 @@ from ..model import EARLIEST, LATEST
 from ..records.header import iter_headers
 from ..storage import aiven
 from ..storage.layouts import listing_prefix, parse_aiven_key, parse_local_tiered_key
+from ..storage.indexes import (AbortedTxn, parse_offset_index, parse_producer_snapshot,
+                               parse_txn_index)
 from ..storage.segment import RemoteSegment
 from .partitions import (AbortedTransaction, PartitionTxnInfo, PartitionWork, ReadTask,
                          SegmentSlice, plan_read_tasks)
@@ -65,62 +66,12 @@ from .planner import PartitionRange, Plan
 
 log = logging.getLogger(__name__)
 
-TXN_ENTRY = struct.Struct(">hqqqq")   # version, producerId, firstOffset, lastOffset, lastStableOffset
-OFFSET_ENTRY = struct.Struct(">ii")   # relative offset, position
 # Objects a segment copy must have to be complete, per layout.
 _REQUIRED = {"aiven": frozenset({aiven.SUFFIX_LOG, aiven.SUFFIX_INDEXES, aiven.SUFFIX_MANIFEST}),
              "kafka-local-tiered": frozenset({"log", "index"})}
 _SHOWN_TOPICS = 20
 
 
-
-
-@dataclass(frozen=True)
-class TxnIndexEntry:
-    """One 34-byte ``.txnindex`` entry: an aborted transaction, stored with its ABORT marker."""
-    producer_id: int
-    first_offset: int
-    last_offset: int          # the ABORT marker's offset
-    last_stable_offset: int   # the partition's LSO right after the marker
-
-
-def parse_txn_index(data: bytes, location: str) -> list[TxnIndexEntry]:
-    if len(data) % TXN_ENTRY.size:
-        raise SegmentFormatError(f"transaction index of {len(data)} bytes is not a whole number of "
-                                 f"{TXN_ENTRY.size}-byte entries", location=location)
-    out = []
-    for pos in range(0, len(data), TXN_ENTRY.size):
-        version, pid, first, last, lso = TXN_ENTRY.unpack_from(data, pos)
-        if version != 0:
-            raise SegmentFormatError(f"transaction index entry at byte position {pos} has version "
-                                     f"{version}, expected 0", location=location)
-        out.append(TxnIndexEntry(pid, first, last, lso))
-    return out
-
-
-# Kafka's producer state snapshot (ProducerStateManager, version 1): version int16, crc uint32
-# (CRC-32C of everything after it), then an int32-counted array of entries.
-SNAPSHOT_HEAD = struct.Struct(">hIi")
-SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")   # producerId, epoch, lastSequence, lastOffset,
-#                                               offsetDelta, timestamp, coordinatorEpoch,
-#                                               currentTxnFirstOffset (-1: none)
-
-
-def parse_producer_snapshot(data: bytes, location: str) -> list[tuple[int, int]]:
-    """``(producer id, current transaction's first offset or -1)`` per snapshot entry."""
-    import crc32c   # the crc32c package (a dependency): planning-side, no native build needed
-    if len(data) < SNAPSHOT_HEAD.size:
-        raise SegmentFormatError(f"producer snapshot of {len(data)} bytes is shorter than its "
-                                 f"{SNAPSHOT_HEAD.size}-byte header", location=location)
-    version, crc, count = SNAPSHOT_HEAD.unpack_from(data, 0)
-    if version != 1:
-        raise SegmentFormatError(f"producer snapshot version {version}, expected 1", location=location)
-    if crc32c.crc32c(memoryview(data)[6:]) != crc:
-        raise SegmentFormatError("producer snapshot CRC-32C mismatch (bytes [6, end))", location=location)
-    if count < 0 or SNAPSHOT_HEAD.size + count * SNAPSHOT_ENTRY.size != len(data):
-        raise SegmentFormatError(f"producer snapshot claims {count} entries in {len(data)} bytes",
-                                 location=location)
-    return [(e[0], e[7]) for e in SNAPSHOT_ENTRY.iter_unpack(data[SNAPSHOT_HEAD.size:])]
 
 
 @dataclass
@@ -309,14 +260,7 @@ class OfflinePlanner:
         return self._indexes[seg.segment_id]
 
     def _index_entries(self, seg: RemoteSegment) -> list[tuple[int, int]]:
-        data = self.offset_index(seg)
-        out = []
-        for i in range(0, len(data) - OFFSET_ENTRY.size + 1, OFFSET_ENTRY.size):
-            rel, pos = OFFSET_ENTRY.unpack_from(data, i)
-            if rel == 0 and pos == 0 and i:   # a preallocated, unused tail
-                break
-            out.append((seg.base_offset + rel, pos))
-        return out
+        return [(seg.base_offset + rel, pos) for rel, pos in parse_offset_index(self.offset_index(seg))]
 
     def _last_offset(self, seg: RemoteSegment) -> int:
         """The last offset of a segment: from its offset index's last entry, walk the
@@ -353,16 +297,16 @@ class OfflinePlanner:
         return tuple(points)
 
     # -- 4. transactions -----------------------------------------------------------------------
-    def aborted_entries(self, tp: TieredPartition) -> list[TxnIndexEntry]:
+    def aborted_entries(self, tp: TieredPartition) -> list[AbortedTxn]:
         out = []
         for seg in tp.segments:
             data = self.fetcher.fetch_index(seg, "transaction")
             if data:
-                out += parse_txn_index(data, f"{seg.topic}-{seg.partition} segment {seg.segment_id}")
+                out += parse_txn_index(data, location=f"{seg.topic}-{seg.partition} segment {seg.segment_id}")
         out.sort(key=lambda e: (e.first_offset, e.last_offset))
         return out
 
-    def open_transactions(self, tp: TieredPartition, entries: list[TxnIndexEntry]) -> dict[int, int]:
+    def open_transactions(self, tp: TieredPartition, entries: list[AbortedTxn]) -> dict[int, int]:
         """``{producer id: first offset}`` of the transactions with records in the tiered range
         and no marker in it.
 
@@ -375,7 +319,7 @@ class OfflinePlanner:
         data = self.fetcher.fetch_index(last, "producer_snapshot")
         if data:
             try:
-                return {pid: first for pid, first in parse_producer_snapshot(data, _name(last))
+                return {pid: first for pid, first in parse_producer_snapshot(data, location=_name(last))
                         if first >= 0}
             except SegmentFormatError as exc:
                 log.warning("%s-%d: cannot use the producer snapshot (%s); walking batch headers "

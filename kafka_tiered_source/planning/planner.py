@@ -28,7 +28,6 @@ is all it sends.
 from __future__ import annotations
 
 import logging
-import struct
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -37,6 +36,7 @@ from ..errors import BrokerError, ConfigError, DataLossError, RemoteStorageError
 from ..ids import uuid_to_str
 from ..model import EARLIEST, LATEST
 from ..storage import aiven
+from ..storage.indexes import parse_offset_index
 from ..storage.segment import RemoteSegment
 from .partitions import (AbortedTransaction, BrokerRange, PartitionTxnInfo, PartitionWork,
                          ReadTask, RemoteRange, SegmentSlice, plan_read_tasks)
@@ -250,8 +250,7 @@ class Planner:
         if not index:
             return piece
         size = seg.size_bytes or 0
-        for i in range(0, len(index) - 7, 8):
-            rel, pos = struct.unpack_from(">ii", index, i)
+        for rel, pos in parse_offset_index(index):
             off = seg.base_offset + rel
             if pos > points[-1][1] and off > points[-1][0] and pos < size and off <= seg.end_offset:
                 points.append((off, pos))

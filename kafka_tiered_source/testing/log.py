@@ -19,11 +19,13 @@ import os
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import crc32c
 
 from ..errors import KafkaTieredError
+from ..storage.indexes import (OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, AbortedTxn, lookup_position,
+                               lookup_time, parse_txn_index)
 from ..protocol.errors import code_of
 from ..protocol.primitives import write_varlong
 from ..records.header import (
@@ -32,9 +34,6 @@ from ..records.header import (
 )
 
 INDEX_INTERVAL_BYTES = 4096
-OFFSET_ENTRY = struct.Struct(">ii")
-TIME_ENTRY = struct.Struct(">qi")
-TXN_ENTRY = struct.Struct(">hqqqq")
 TXN_ENTRY_SIZE = TXN_ENTRY.size          # 34
 NO_TIMESTAMP = -1
 
@@ -53,51 +52,6 @@ class StorageError(KafkaTieredError):
         where = f" (topic {topic} partition {partition})" if topic is not None else ""
         super().__init__(f"{error_name}: {message}{where}")
 
-
-class AbortedTxn(NamedTuple):
-    producer_id: int
-    first_offset: int
-    last_offset: int           # the ABORT marker's offset
-    last_stable_offset: int
-
-
-# --------------------------------------------------------------------------------------------
-# index files as bytes
-
-
-def parse_offset_index(raw: bytes) -> list[tuple[int, int]]:
-    n = len(raw) // OFFSET_ENTRY.size
-    return [OFFSET_ENTRY.unpack_from(raw, i * 8) for i in range(n)]
-
-
-def parse_time_index(raw: bytes) -> list[tuple[int, int]]:
-    n = len(raw) // TIME_ENTRY.size
-    return [TIME_ENTRY.unpack_from(raw, i * 12) for i in range(n)]
-
-
-def parse_txn_index(raw: bytes, *, source: str = "txnindex") -> list[AbortedTxn]:
-    if len(raw) % TXN_ENTRY_SIZE:
-        raise KafkaTieredError(f"{source}: size {len(raw)} is not a multiple of {TXN_ENTRY_SIZE}")
-    out = []
-    for i in range(0, len(raw), TXN_ENTRY_SIZE):
-        version, pid, first, last, lso = TXN_ENTRY.unpack_from(raw, i)
-        if version != 0:
-            raise KafkaTieredError(f"{source}: unknown entry version {version} at byte position {i}")
-        out.append(AbortedTxn(pid, first, last, lso))
-    return out
-
-
-def lookup_position(index: list[tuple[int, int]], base_offset: int, target: int) -> int:
-    """Position of the largest offset-index entry whose offset is <= ``target``, else 0."""
-    rel = target - base_offset
-    i = bisect.bisect_right(index, (rel, 1 << 31)) - 1
-    return index[i][1] if i >= 0 else 0
-
-
-def lookup_time(time_index: list[tuple[int, int]], base_offset: int, ts: int) -> int:
-    """Offset of the largest time-index entry with timestamp <= ``ts``, else the base offset."""
-    i = bisect.bisect_right(time_index, (ts, 1 << 31)) - 1
-    return base_offset + time_index[i][1] if i >= 0 else base_offset
 
 
 def collect_aborted(entries, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
@@ -279,7 +233,7 @@ class Segment:
         tp = s.file(".txnindex")
         if os.path.exists(tp):
             with open(tp, "rb") as f:
-                s.txn_entries = parse_txn_index(f.read(), source=tp)
+                s.txn_entries = parse_txn_index(f.read(), location=tp)
         else:
             open(tp, "wb").close()
         s.created_ms = int(os.path.getmtime(s.path) * 1000)

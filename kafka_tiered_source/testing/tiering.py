@@ -27,10 +27,9 @@ from ..ids import random_uuid, uuid_from_str, uuid_to_str
 from ..records.header import iter_headers
 from ..storage import aiven
 from ..storage.segment import RemoteSegment
-from .log import (
-    AbortedTxn, Segment, build_indexes, collect_aborted, lookup_position,
-    parse_offset_index, parse_time_index, parse_txn_index, lookup_time,
-)
+from ..storage.indexes import (AbortedTxn, lookup_position, lookup_time, parse_offset_index,
+                               parse_time_index, parse_txn_index)
+from .log import Segment, build_indexes, collect_aborted
 from .remote import RemoteStore
 
 LAYOUT_AIVEN = "aiven"
@@ -194,7 +193,7 @@ class RemotePartition:
         key = (meta.segment_id, "txnindex")
         if key not in self._cache:
             self._cache[key] = parse_txn_index(self._read_local(meta, ".txnindex"),
-                                               source=self._local(meta, ".txnindex"))
+                                               location=self._local(meta, ".txnindex"))
         return self._cache[key]
 
     def batches(self, meta) -> list[tuple[int, int, int]]:
