@@ -201,7 +201,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import kafka_tiered_source.spark as kts
-    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source import planning
     from kafka_tiered_source.spark.options import ReadOptions
     from kafka_tiered_source.testing import EmbeddedCluster
 
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
                    "remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{d}/remote"}
         if args.target_bytes:
             options["partition.target.bytes"] = str(args.target_bytes)
-        plan = plan_read(ReadOptions.parse(options))
+        plan = planning.plan(ReadOptions.parse(options))
         tasks = len(plan.tasks)
         ranges = sum(len(t.ranges) for t in plan.tasks)
         batch_rows = args.ceiling_batch_rows or -(-args.records // ranges)

@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     from pyspark.sql import SparkSession
 
     import kafka_tiered_source
-    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source import planning
     from kafka_tiered_source.spark.options import ReadOptions
     from kafka_tiered_source.testing import EmbeddedCluster
 
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
 
             options = {"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": TOPIC,
                        "kafka.isolation.level": args.isolation, **storage}
-            plan = plan_read(ReadOptions.parse(options))
+            plan = planning.plan(ReadOptions.parse(options))
             remote_bytes = sum(r.byte_end - r.byte_start for r in plan.remote_ranges)
             print(f"plan: {len(plan.tasks)} Spark partitions, {len(plan.remote_ranges)} remote ranges "
                   f"({remote_bytes / 1e6:.1f} MB from storage), {len(plan.broker_ranges)} broker ranges")

@@ -1,9 +1,9 @@
 """kafka-tiered: read Apache Kafka topics straight out of tiered storage.
 
-The data path, in package order: ``protocol`` (Kafka wire messages and a broker client) →
-``planning`` (where each offset range lives) → ``storage`` (RemoteStorageFetcher plugins and
-object layouts) → ``records`` (v2 RecordBatch decoding into Arrow) → ``spark`` (the
-``kafka-tiered`` data source).  ``testing`` holds the embedded reference broker.
+The data path: options → planning (where each offset range lives) → storage
+(RemoteStorageFetcher plugins and object layouts) → records (v2 RecordBatch decoding into Arrow)
+→ executor (one Spark task) → spark (the ``kafka-tiered`` data source).  DESIGN.md walks it;
+``testing`` holds the embedded reference broker.
 """
 from __future__ import annotations
 
@@ -52,20 +52,20 @@ def register(spark) -> None:
     Registering explicitly also brings every task's metrics back to this driver (a Spark
     accumulator: :func:`last_read_stats`) and makes the application name the default
     ``client.id``."""
-    from .metrics.spark import install
+    from .spark.metrics import install
     install(spark)
 
 
 def last_read_stats(spark):
     """The totals (:class:`~kafka_tiered_source.metrics.reader.ReadTotals`) of the latest
     ``kafka-tiered`` read of this session (after :func:`register`); None before any."""
-    from .metrics.spark import last_read_stats as _last
+    from .spark.metrics import last_read_stats as _last
     return _last(spark)
 
 
 def read_history(spark):
     """Every read's totals in this session, by read id (oldest first)."""
-    from .metrics.spark import read_history as _history
+    from .spark.metrics import read_history as _history
     return _history(spark)
 
 
@@ -79,5 +79,5 @@ def cost_report(stats, model=None, **rates):
 def estimate(spark=None, options=None, **kw):
     """Plan a read without reading data: GETs, bytes, dollars, partitions (see
     :func:`kafka_tiered_source.cost.estimate`)."""
-    from .cost import estimate as _estimate
+    from .planning.estimate import estimate as _estimate
     return _estimate(spark, options, **kw)

@@ -104,7 +104,7 @@ def arrow_rows(batches) -> dict:
 def read_tasks(options, tasks, reader=None):
     """Run ``tasks`` one after the other with one TaskReader (``reader``, or a new one); the
     reader is closed at the end.  Returns (Arrow batches, the reader's metric totals)."""
-    from kafka_tiered_source.task_reader import TaskReader
+    from kafka_tiered_source.executor import TaskReader
     reader = reader or TaskReader(options)
     try:
         batches = [b for t in tasks for b in reader.read(t)]
@@ -121,7 +121,7 @@ def offsets_of(batches) -> list:
 def read_as_executors(options, tasks) -> dict:
     """Run ``tasks`` as Spark's executors do: one ``TaskReader`` (so one fetcher, with its own
     manifest cache) per task, no fallback to the broker allowed.  Rows as :func:`arrow_rows`."""
-    from kafka_tiered_source.task_reader import TaskReader
+    from kafka_tiered_source.executor import TaskReader
     out: dict = {}
     for task in tasks:
         reader = TaskReader(options, tasks_planned=len(tasks))
@@ -137,7 +137,7 @@ def read_as_executors(options, tasks) -> dict:
 def without_manifest_info(tasks) -> list:
     """``tasks`` carrying nothing of the Aiven manifests: each task's reader GETs them itself."""
     from dataclasses import replace
-    from kafka_tiered_source.planning.partitions import ReadTask, RemoteRange
+    from kafka_tiered_source.planning.tasks import ReadTask, RemoteRange
     return [ReadTask(t.index, tuple(replace(r, segment=replace(r.segment, manifest_info=None))
                                     if isinstance(r, RemoteRange) else r for r in t.ranges), t.txn)
             for t in tasks]

@@ -2,7 +2,7 @@
 unusual (an empty topic, a 100 MB record, a broker's inconsistent KIP-1248 hints), the read
 works and gives the right rows.
 
-Reads here go through ``plan_read`` + ``TaskReader`` (no Spark) against the embedded broker.
+Reads here go through ``planning.plan`` + ``TaskReader`` (no Spark) against the embedded broker.
 The inconsistent-hints tests put a small Kafka-protocol proxy in front of the broker that
 rewrites the KIP-1248 fields of real Fetch responses with the project's codec.
 """
@@ -18,10 +18,10 @@ import pytest
 from broker_fixtures import cluster_factory  # noqa: F401  (fixture)
 from kafka_tiered_source.errors import ConfigError, KafkaTieredError
 from kafka_tiered_source.protocol import codec
-from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source import planning
 from kafka_tiered_source.spark.options import ReadOptions
 from kafka_tiered_source.storage.aiven import SegmentManifest
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 
 pytestmark = pytest.mark.decoder
 
@@ -60,7 +60,7 @@ def make_batch(values: list[bytes], base_offset: int = 0, ts: int = 1_700_000_00
 def rows_of(options: dict):
     """(offset, value) of every row a plan_read + TaskReader read returns, and its metrics."""
     opts = ReadOptions.parse(options)
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     reader = TaskReader(opts)
     rows = []
     try:
@@ -133,7 +133,7 @@ def test_unknown_topic_is_named_at_planning(cluster_factory):
     c = cluster_factory()
     c.create_topic("present")
     with pytest.raises(KafkaTieredError) as ei:
-        plan_read(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
+        planning.plan(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
                                      "subscribe": "present,no-such-topic"}))
     assert "'no-such-topic' does not exist" in str(ei.value)
 
@@ -141,7 +141,7 @@ def test_unknown_topic_is_named_at_planning(cluster_factory):
 def test_unknown_topic_in_assign_is_named(cluster_factory):
     c = cluster_factory()
     with pytest.raises(KafkaTieredError) as ei:
-        plan_read(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
+        planning.plan(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
                                      "assign": '{"ghost-topic": [0]}'}))
     assert "'ghost-topic' does not exist" in str(ei.value)
 
@@ -150,7 +150,7 @@ def test_unknown_partition_in_assign_is_named(cluster_factory):
     c = cluster_factory()
     c.create_topic("present")
     with pytest.raises(ConfigError) as ei:
-        plan_read(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
+        planning.plan(ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
                                      "assign": '{"present": [0, 7]}'}))
     assert "present-7" in str(ei.value)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from kafka_tiered_source import cost_report
-from kafka_tiered_source.cost import (PRESETS, BudgetExceededError, CostModel, check_budget,
-                                      estimate_plan)
+from kafka_tiered_source.cost import PRESETS, CostModel
+from kafka_tiered_source.errors import BudgetExceededError
+from kafka_tiered_source.planning.estimate import check_budget, estimate_plan
 from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.metrics.reader import ReadStats, ReadTotals
-from kafka_tiered_source.planning.partitions import BrokerRange, ReadTask, RemoteRange
-from kafka_tiered_source.planning.planner import Plan
+from kafka_tiered_source.planning import BrokerRange, Plan, ReadTask, RemoteRange
 from kafka_tiered_source.spark.options import ReadOptions
 from kafka_tiered_source.storage.segment import RemoteSegment
 

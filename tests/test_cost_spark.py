@@ -114,7 +114,7 @@ def test_read_totals_equal_what_the_server_served(sp, s3, tmp_path):
     assert "backfill-cost" in text and "orders" in text
 
     # one JSON line per task, adding up to the same totals
-    from kafka_tiered_source.metrics.task import read_jsonl
+    from kafka_tiered_source.executor.finish import read_jsonl
     lines = read_jsonl(str(jsonl))
     assert len(lines) == stats.tasks
     assert sum(x.total().remote_requests for x in lines) == total.remote_requests
@@ -190,14 +190,14 @@ def test_budget_and_cost_options_are_checked_at_load(sp, s3):
 def test_estimate_counts_part_gets_of_split_ranges(s3):
     """Segments split over several tasks (minPartitions) and ranges cut into several GETs
     (a small fetch.remote.part.size.bytes): the plan's estimate against the server's count."""
-    from kafka_tiered_source.cost import estimate_plan
-    from kafka_tiered_source.planning.partitions import RemoteRange
-    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source.planning.estimate import estimate_plan
+    from kafka_tiered_source.planning.tasks import RemoteRange
+    from kafka_tiered_source import planning
     from kafka_tiered_source.spark.options import ReadOptions
-    from kafka_tiered_source.task_reader import TaskReader
+    from kafka_tiered_source.executor import TaskReader
     opts = ReadOptions.parse(assign_options(s3, **{"minPartitions": "5", "telemetry.push.enabled": "false",
                                                    "fetch.remote.part.size.bytes": "40000"}))
-    plan = plan_read(opts)        # reads offset indexes to split: not counted below
+    plan = planning.plan(opts)        # reads offset indexes to split: not counted below
     est = estimate_plan(plan, opts)
     ranges = len(plan.remote_ranges)
     assert len(plan.tasks) >= 5 and est.log_gets > ranges     # several GETs per range
@@ -227,14 +227,14 @@ def test_the_planner_hands_the_manifests_it_read_to_the_tasks(s3):
 
     from spark_helpers import expected_rows, read_as_executors, without_manifest_info
 
-    from kafka_tiered_source.cost import estimate_plan
-    from kafka_tiered_source.planning.partitions import RemoteRange
-    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source.planning.estimate import estimate_plan
+    from kafka_tiered_source.planning.tasks import RemoteRange
+    from kafka_tiered_source import planning
     from kafka_tiered_source.spark.options import ReadOptions
     opts = ReadOptions.parse(assign_options(s3, **{"partition.target.bytes": "30000",
                                                    "telemetry.push.enabled": "false"}))
     s3.proxy.reset()
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     segments = {r.segment.segment_id for r in plan.remote_ranges}
     # the planner: one manifest GET per segment (plus its offset index), for splitting
     assert len(s3.proxy.gets(".rsm-manifest")) == len(segments) > 1
@@ -262,10 +262,10 @@ def test_the_planner_hands_the_manifests_it_read_to_the_tasks(s3):
 
 def test_spark_read_gets_each_manifest_once(sp, s3):
     """The same through Spark: the planner's one manifest GET per segment is the only one."""
-    from kafka_tiered_source.spark.datasource import plan_read
+    from kafka_tiered_source import planning
     from kafka_tiered_source.spark.options import ReadOptions
     opts = assign_options(s3, **{"partition.target.bytes": "30000", "telemetry.push.enabled": "false"})
-    segments = {r.segment.segment_id for r in plan_read(ReadOptions.parse(opts)).remote_ranges}
+    segments = {r.segment.segment_id for r in planning.plan(ReadOptions.parse(opts)).remote_ranges}
     s3.proxy.reset()
     assert load(sp, opts).count() == _expected_rows()
     manifests = s3.proxy.gets(".rsm-manifest")

@@ -25,9 +25,9 @@ from storage_servers import free_port
 from kafka_tiered_source.errors import BrokerError, DataLossError
 from kafka_tiered_source.protocol import codec, messages as m
 from kafka_tiered_source.protocol.client import BrokerClient
-from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source import planning
 from kafka_tiered_source.spark.options import ReadOptions
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.decoder]
@@ -221,7 +221,7 @@ WANT = expected_rows(TOPIC, PART, False)
 @pytest.mark.parametrize("direct", [False, True], ids=["broker-only", "direct+tail"])
 def test_connection_cut_mid_fetch_response_is_retried_and_rows_are_equal(cluster, proxy, direct):
     opts = options(proxy.bootstrap, cluster, direct=direct)
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     assert plan.broker_ranges, "the read must fetch records through the broker"
 
     def cut(key, version, frame):
@@ -242,7 +242,7 @@ def test_broker_gone_for_good_ends_in_a_clear_error_not_a_hang(cluster, proxy):
     """Every Fetch answer is cut: the client's retries run out and the read fails naming the
     partition and the broker, within the retry budget."""
     opts = options(proxy.bootstrap, cluster, direct=False, **{"kafka.retries": "2"})
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     proxy.faults.append(lambda key, version, frame: ("cut", 10) if key == FETCH else None)
     t0 = time.monotonic()
     with pytest.raises(BrokerError) as info:
@@ -274,7 +274,7 @@ def _not_leader(key, version, frame):
 @pytest.mark.parametrize("direct", [False, True], ids=["broker-only", "direct+tail"])
 def test_not_leader_once_refreshes_metadata_and_rows_are_equal(cluster, proxy, direct):
     opts = options(proxy.bootstrap, cluster, direct=direct)
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     fault = once(_not_leader)
     proxy.faults.append(fault)
     batches, stats = read_tasks(opts, plan.tasks)
@@ -288,7 +288,7 @@ def test_not_leader_once_refreshes_metadata_and_rows_are_equal(cluster, proxy, d
 
 def test_not_leader_that_never_ends_fails_naming_the_partition(cluster, proxy):
     opts = options(proxy.bootstrap, cluster, direct=False, **{"kafka.retries": "2"})
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     proxy.faults.append(_not_leader)
     with pytest.raises(BrokerError) as info:
         read_tasks(opts, plan.tasks)
@@ -333,7 +333,7 @@ def test_delete_records_moves_log_start_and_drops_whole_segments(cluster):
 @pytest.mark.parametrize("direct", [False, True], ids=["broker-only", "direct"])
 def test_retention_after_planning_fail_on_data_loss_true_names_the_offsets(cluster, direct):
     opts = options(cluster.bootstrap_servers, cluster, direct=direct)
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     first = plan.tasks[0]
     reader = TaskReader(opts)
     got = list(reader.read(first))
@@ -350,7 +350,7 @@ def test_retention_after_planning_fail_on_data_loss_true_names_the_offsets(clust
 @pytest.mark.parametrize("direct", [False, True], ids=["broker-only", "direct"])
 def test_retention_after_planning_fail_on_data_loss_false_skips_exactly_the_lost(cluster, direct):
     opts = options(cluster.bootstrap_servers, cluster, direct=direct, failOnDataLoss="false")
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     reader = TaskReader(opts)
     got = list(reader.read(plan.tasks[0]))
     read_end = max(offsets_of(got)) + 1
@@ -394,7 +394,7 @@ def test_delete_topic_removes_it_from_metadata_logs_and_remote_storage(cluster):
 @pytest.mark.parametrize("direct", [False, True], ids=["broker-only", "direct"])
 def test_topic_deleted_after_planning_fails_naming_the_topic(cluster, direct):
     opts = options(cluster.bootstrap_servers, cluster, direct=direct, **{"kafka.retries": "2"})
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     reader = TaskReader(opts)
     first = list(reader.read(plan.tasks[0]))
     assert first

@@ -1,5 +1,5 @@
 """Object-store faults during direct reads (issue 9 part B), without Spark: a plan from
-``plan_read`` and every task run by ``TaskReader``, against a real moto S3 server behind
+``planning.plan`` and every task run by ``TaskReader``, against a real moto S3 server behind
 a fault-injecting HTTP proxy.
 
 Every fault must end in the same rows (retried, or fallen back to the broker) or in a clear
@@ -15,9 +15,9 @@ from spark_helpers import arrow_rows, expected_rows, first_difference, offsets_o
 from storage_servers import S3_KEY_ID, S3_SECRET, Blackhole, FaultProxy, MotoS3, Rule, unique
 
 from kafka_tiered_source.errors import DataLossError
-from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source import planning
 from kafka_tiered_source.spark.options import ReadOptions
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.decoder]
@@ -87,7 +87,7 @@ def options(c, endpoint: str, *, bucket: str = BUCKET, **extra) -> ReadOptions:
 
 def read_all(opts, tasks=None, reader=None):
     """Run every task; (batches, totals, number of tiered ranges read)."""
-    plan = plan_read(opts) if tasks is None else None
+    plan = planning.plan(opts) if tasks is None else None
     return read_tasks(opts, plan.tasks if tasks is None else tasks, reader)
 
 
@@ -99,7 +99,7 @@ def assert_rows(batches, want=WANT):
 
 
 def n_remote_ranges(opts) -> int:
-    return len(plan_read(opts).remote_ranges)
+    return len(planning.plan(opts).remote_ranges)
 
 
 def remote_tasks(plan) -> int:
@@ -162,14 +162,14 @@ def test_transient_error_is_retried_then_succeeds(cluster, proxy, name):
 
 def _manifest_gets(opts) -> int:
     """GETs of Aiven manifests: one per segment read (cached per fetcher)."""
-    return len({r.segment.segment_id for r in plan_read(opts).remote_ranges})
+    return len({r.segment.segment_id for r in planning.plan(opts).remote_ranges})
 
 
 @pytest.mark.parametrize("name", ["500", "503-slowdown", "429"])
 def test_error_past_all_retries_falls_back_to_the_broker(cluster, proxy, name):
     status, body, error_type = ERRORS[name]
     opts = options(cluster, proxy.endpoint, **{"fetch.remote.retry.max.attempts": "3"})
-    ranges = remote_tasks(plan_read(opts))
+    ranges = remote_tasks(planning.plan(opts))
     proxy.add(Rule(match=".log", status=status, body=body, headers={"Content-Type": "application/xml"}))
     before = broker_remote_bytes(cluster)
     batches, stats = read_all(opts)
@@ -189,7 +189,7 @@ def test_connect_timeout_falls_back_and_is_counted(cluster):
     hole = Blackhole()
     try:
         opts = options(cluster, hole.endpoint, **{"fetch.remote.connect.timeout.ms": "200"})
-        plan = plan_read(opts)
+        plan = planning.plan(opts)
         batches, stats = read_all(opts, plan.tasks)
     finally:
         hole.close()
@@ -203,7 +203,7 @@ def test_connect_timeout_falls_back_and_is_counted(cluster):
 
 def test_read_timeout_falls_back_and_is_counted(cluster, proxy):
     opts = options(cluster, proxy.endpoint, **{"fetch.remote.read.timeout.ms": "300"})
-    ranges = remote_tasks(plan_read(opts))
+    ranges = remote_tasks(planning.plan(opts))
     stall = proxy.add(Rule(match=".log", stall_s=5.0))
     batches, stats = read_all(opts)
     assert_rows(batches)
@@ -228,7 +228,7 @@ def test_body_cut_off_in_transit_is_retried(cluster, proxy):
 
 def test_body_always_cut_off_falls_back(cluster, proxy):
     opts = options(cluster, proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
-    ranges = remote_tasks(plan_read(opts))
+    ranges = remote_tasks(planning.plan(opts))
     proxy.add(Rule(match=".log", damage="close-early"))
     batches, stats = read_all(opts)
     assert_rows(batches)
@@ -243,7 +243,7 @@ def test_short_body_with_matching_content_length_falls_back(cluster, proxy, keep
     offsets it was promised are missing and fetches them through the broker; never a row
     less, never a row twice."""
     opts = options(cluster, proxy.endpoint)
-    ranges = remote_tasks(plan_read(opts))
+    ranges = remote_tasks(planning.plan(opts))
     proxy.add(Rule(match=".log", damage="short-length", keep=keep))
     batches, stats = read_all(opts)
     assert_rows(batches)
@@ -256,7 +256,7 @@ def test_short_body_that_fails_its_checksum_is_retried_then_falls_back(cluster, 
     is a damaged transfer: retried, then the broker (it used to escape as a raw botocore
     FlexibleChecksumError and kill the task)."""
     opts = options(cluster, proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
-    ranges = remote_tasks(plan_read(opts))
+    ranges = remote_tasks(planning.plan(opts))
     proxy.add(Rule(match=".log", damage="short-length-checksum"))
     batches, stats = read_all(opts)
     assert_rows(batches)
@@ -270,7 +270,7 @@ def test_corrupt_body_fails_the_task_naming_object_and_position(cluster, proxy):
     (In Spark the task fails and is retried: test_faults_spark.)"""
     from kafka_tiered_source.errors import CorruptRecordError
     opts = options(cluster, proxy.endpoint)
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     first_remote = next(r for r in plan.remote_ranges)
     proxy.add(Rule(match=".log", damage="corrupt", times=1, keep=lambda n: 70))
     reader = TaskReader(opts)
@@ -317,7 +317,7 @@ def _delete_logs(moto, bucket: str) -> int:
 def test_objects_deleted_after_the_first_range_fall_back(cluster, moto):
     view = _reader_view(moto, cluster.prefix)
     opts = options(cluster, moto.endpoint, bucket=view)
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     remote_tasks = [t for t in plan.tasks if any(r in plan.remote_ranges for r in t.ranges)]
     assert len(remote_tasks) >= 3
     reader = TaskReader(opts)
@@ -346,7 +346,7 @@ def test_objects_deleted_by_retention_after_planning(own_cluster, moto, fail_on_
     offsets whose data is gone are skipped."""
     c = own_cluster
     opts = options(c, moto.endpoint, failOnDataLoss=str(fail_on_data_loss).lower())
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     reader = TaskReader(opts)
     first = list(reader.read(plan.tasks[0]))
     read_end = max(offsets_of(first)) + 1

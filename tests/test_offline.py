@@ -24,13 +24,14 @@ from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
 
 from kafka_tiered_source.errors import ConfigError, DataLossError
 from kafka_tiered_source.ids import random_uuid, uuid_to_str
-from kafka_tiered_source.planning.offline import OfflinePlanningError, plan_offline
+from kafka_tiered_source.errors import OfflinePlanningError
+from kafka_tiered_source.planning.offline import plan_offline
 from kafka_tiered_source.spark.options import ReadOptions
 from kafka_tiered_source.storage import aiven, layouts
 from kafka_tiered_source.storage.config import FetcherConfig
-from kafka_tiered_source.storage.fetcher import ListingNotSupported
+from kafka_tiered_source.errors import ListingNotSupported
 from kafka_tiered_source.storage.registry import create_fetcher
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = pytest.mark.decoder
@@ -184,7 +185,7 @@ def test_tasks_carry_the_manifests_the_planner_read(stores):
     from spark_helpers import read_as_executors, without_manifest_info
     from storage_servers import FaultProxy
 
-    from kafka_tiered_source.cost import estimate_plan
+    from kafka_tiered_source.planning.estimate import estimate_plan
     store_opts, tiered = stores["s3-aiven"]
     proxy = FaultProxy(urlsplit(store_opts["remote.storage.s3.endpoint"]).port).start()
     try:

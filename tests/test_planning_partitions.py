@@ -1,4 +1,4 @@
-"""Grouping work into read tasks (kafka_tiered_source.planning.partitions).
+"""Grouping work into read tasks (kafka_tiered_source.planning.packing).
 
 The property tests build segments as a list of batches (offsets with compaction gaps, empty
 batches, byte positions), derive offset-index checkpoints the way Kafka writes them, plan, and
@@ -14,17 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_tiered_source.planning.partitions import (
-    AbortedTransaction,
-    BrokerRange,
-    PartitionTxnInfo,
-    PartitionWork,
-    PlanningError,
-    ReadTask,
-    RemoteRange,
-    SegmentSlice,
-    plan_read_tasks,
-)
+from kafka_tiered_source.errors import PlanningError
+from kafka_tiered_source.planning.packing import PartitionWork, SegmentSlice, plan_read_tasks
+from kafka_tiered_source.planning.tasks import (AbortedTransaction, BrokerRange, PartitionTxnInfo,
+                                                ReadTask, RemoteRange)
 from kafka_tiered_source.storage.segment import RemoteSegment
 
 
@@ -325,7 +318,7 @@ def test_bad_limits_are_refused():
 # Aiven manifests: which ones the planner hands to the tasks (planner.Planner step 5)
 # ---------------------------------------------------------------------------------------------
 def test_planner_carries_known_manifests_and_reads_those_of_segments_shared_by_tasks():
-    from kafka_tiered_source.planning.planner import Planner
+    from kafka_tiered_source.planning.online import Planner
     from kafka_tiered_source.spark.options import ReadOptions
     from kafka_tiered_source.storage import CountingObserver, aiven, create_fetcher
     from storage_servers import DictFetcher

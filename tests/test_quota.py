@@ -11,12 +11,12 @@ import pytest
 from broker_fixtures import fixture_segments, s3_tiered_cluster
 from storage_servers import S3_KEY_ID, S3_SECRET
 
-from kafka_tiered_source.cost import estimate_plan
+from kafka_tiered_source.planning.estimate import estimate_plan
 from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.quota import QuotaConfig, ReaderQuota, TokenBucket
-from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source import planning
 from kafka_tiered_source.spark.options import ReadOptions
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
 
@@ -138,11 +138,11 @@ def _read_all(options, plan):
 @pytest.mark.decoder
 def test_a_byte_quota_holds_within_ten_percent_over_a_ten_second_read(s3):
     probe = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": "32768"}))
-    est = estimate_plan(plan_read(probe), probe)
+    est = estimate_plan(planning.plan(probe), probe)
     rate = est.bytes / 10.0            # about ten seconds of reading
     options = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": "32768",
                                                 "quota.remote.bytes.per.second": repr(rate)}))
-    plan = plan_read(options)
+    plan = planning.plan(options)
     assert len(plan.tasks) == 1
     s3.proxy.reset()
     totals = _read_all(options, plan)
@@ -173,7 +173,7 @@ def test_a_job_limit_gives_each_task_its_share(s3):
 def test_a_request_quota_spaces_the_gets(s3):
     options = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": str(1 << 20),
                                                 "quota.remote.requests.per.second": "20"}))
-    plan = plan_read(options)
+    plan = planning.plan(options)
     s3.proxy.reset()
     _read_all(options, plan)
     gets = s3.proxy.gets()
@@ -194,7 +194,7 @@ def test_the_broker_fetch_quota_is_honoured_and_reported(tmp_path):
         c.import_log_dir("orders", 0, fixture_segments("orders", 0))
         options = ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": "orders",
                                      "fetch.remote.enabled": "false", "client.id": "throttled-reader"})
-        plan = plan_read(options)
+        plan = planning.plan(options)
         reader = TaskReader(options)
         t0 = time.monotonic()
         rows = sum(b.num_rows for t in plan.tasks for b in reader.read(t))

@@ -23,10 +23,10 @@ from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
 
 import kafka_tiered_source as kts
 from kafka_tiered_source.errors import KafkaTieredError
-from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source import planning
 from kafka_tiered_source.spark.options import ReadOptions
 from kafka_tiered_source.storage.registry import create_fetcher
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 from test_bad_input import make_batch
 
@@ -124,7 +124,7 @@ def s3_options(c, **extra) -> dict:
 
 
 def read_all(opts: ReadOptions, texts: list[str]):
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     reader = TaskReader(opts)
     n = 0
     try:
@@ -190,7 +190,7 @@ def test_wrong_password_fails_clearly_without_showing_it(world, capture, capfd):
     wrong = _secret("wrongpw")
     jaas = JAAS.replace(PASSWORD, wrong)
     with pytest.raises(KafkaTieredError) as ei:
-        plan_read(ReadOptions.parse(sasl_options(world, **{"kafka.sasl.jaas.config": jaas})))
+        planning.plan(ReadOptions.parse(sasl_options(world, **{"kafka.sasl.jaas.config": jaas})))
     msg = str(ei.value).lower()
     assert "authentication" in msg or "sasl" in msg, msg
     texts.append(_failure_text(ei.value))

@@ -23,9 +23,9 @@ from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
 import kafka_tiered_source as kts
-from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source import planning
 from kafka_tiered_source.spark.options import ReadOptions
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.decoder]
@@ -125,7 +125,7 @@ def test_storage_removed_mid_read_falls_back_to_broker(cluster, tmp_path, iso):
     opts = ReadOptions.parse(base_options(cluster, iso, subscribe=ALL_TOPICS, **{
         "remote.storage.fsspec.url": f"file://{copy}",
         "partition.target.bytes": str(256 * 1024)}))
-    plan = plan_read(opts)
+    plan = planning.plan(opts)
     remote_tasks = [t for t in plan.tasks if any(r in plan.remote_ranges for r in t.ranges)]
     assert len(remote_tasks) >= 2, f"want several tasks with tiered ranges, got {len(remote_tasks)}"
     first, rest = remote_tasks[0], [t for t in plan.tasks if t is not remote_tasks[0]]
@@ -225,7 +225,7 @@ def test_partly_tiered_topic_reads_remote_and_broker_ranges(sp, cluster):
     finally:
         producer.close()
     opts = base_options(cluster, subscribe=topic)
-    plan = plan_read(ReadOptions.parse(opts))
+    plan = planning.plan(ReadOptions.parse(opts))
     assert plan.remote_ranges and plan.broker_ranges
     assert max(r.offset_end for r in plan.remote_ranges) <= min(r.offset_start for r in plan.broker_ranges)
 
@@ -275,7 +275,7 @@ def test_presigned_urls_read_directly(sp, s3):
     opts = {"kafka.bootstrap.servers": s3.bootstrap_servers, "includeHeaders": "true",
             "subscribe": "orders,payments", "kafka.isolation.level": "read_committed",
             "remote.storage.fetcher": "presigned"}
-    plan = plan_read(ReadOptions.parse(opts))
+    plan = planning.plan(ReadOptions.parse(opts))
     assert plan.remote_ranges and all(r.segment.presigned_url for r in plan.remote_ranges)
     got = collect_rows(load(sp, opts))
     assert_partitions_equal(got, S3_PARTITIONS, True)
@@ -288,7 +288,7 @@ def test_with_no_fetcher_configured_presigned_urls_are_used_and_rows_are_the_sam
     segments the broker hands out presigned URLs for are read directly."""
     opts = {"kafka.bootstrap.servers": s3.bootstrap_servers, "includeHeaders": "true",
             "subscribe": "orders,payments", "kafka.isolation.level": "read_committed"}
-    plan = plan_read(ReadOptions.parse(opts))
+    plan = planning.plan(ReadOptions.parse(opts))
     assert plan.remote_ranges and all(r.segment.presigned_url for r in plan.remote_ranges)
     got = collect_rows(load(sp, opts))
     assert_partitions_equal(got, S3_PARTITIONS, True)
@@ -302,7 +302,7 @@ def test_with_no_fetcher_and_no_presigned_urls_everything_comes_through_the_brok
         assert c.tier()
         options = ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers,
                                      "subscribe": "orders"})
-        plan = plan_read(options)
+        plan = planning.plan(options)
         assert not plan.remote_ranges and plan.broker_ranges
         reader = TaskReader(options)
         rows = sum(b.num_rows for t in plan.tasks for b in reader.read(t))

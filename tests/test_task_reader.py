@@ -6,9 +6,9 @@ import pytest
 
 from broker_fixtures import fixture_expected, fixture_segments
 
-from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source import planning
 from kafka_tiered_source.spark.options import ReadOptions
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
 pytestmark = pytest.mark.decoder
@@ -31,7 +31,7 @@ def test_one_task_over_two_partitions_counts_each_get_under_its_partition(tiered
         "kafka.bootstrap.servers": tiered.bootstrap_servers, "subscribe": "orders",
         "remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{tiered.remote_dir}",
         "fetch.remote.part.size.bytes": str(part_size), "client.id": "attribution"})
-    plan = plan_read(options)
+    plan = planning.plan(options)
     tasks = [t for t in plan.tasks if t.ranges]
     assert len(tasks) == 1 and {r.partition for r in tasks[0].ranges} == {0, 1}
     reader = TaskReader(options)

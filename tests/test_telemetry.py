@@ -9,9 +9,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker_fixtures import fixture_segments
 from kafka_tiered_source.metrics.reader import LatencyHistogram, ReadStats, ReadTotals
-from kafka_tiered_source.spark.datasource import plan_read
+from kafka_tiered_source import planning
 from kafka_tiered_source.spark.options import ReadOptions
-from kafka_tiered_source.task_reader import TaskReader
+from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.telemetry import (broker_metrics_with_clients, decode_otlp, otlp_metrics,
                                            prometheus_text, pushed_metrics_text)
 from kafka_tiered_source.testing import EmbeddedCluster
@@ -113,7 +113,7 @@ def _read(c, client_id, **extra):
         "kafka.bootstrap.servers": c.bootstrap_servers, "assign": json.dumps({"payments": [0]}),
         "client.id": client_id, "remote.storage.fetcher": "fsspec",
         "remote.storage.fsspec.url": f"file://{c.remote_root}", **extra})
-    plan = plan_read(options)
+    plan = planning.plan(options)
     out = []
     for task in plan.tasks:
         reader = TaskReader(options, tasks_planned=len(plan.tasks))

@@ -1,0 +1,48 @@
+"""Planning (driver side): where each offset of a read lives, and the read tasks.
+
+``plan(options) -> Plan`` is the one entry point, for the Spark source, ``estimate()`` and the
+CLI alike.  With a broker, :mod:`.online` resolves topics and offsets through it and locates the
+tiered segments with a locator (:mod:`.locate`); without one, :mod:`.offline` lists the object
+store.  Both resolve offset bounds with :mod:`.bounds`, pack tasks with :mod:`.packing` and hand
+read_committed readers their aborted transactions with :mod:`.txn`.
+
+Example (against the embedded broker)::
+
+    from kafka_tiered_source.planning import plan
+    from kafka_tiered_source.spark.options import ReadOptions
+    p = plan(ReadOptions.parse({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}))
+    print(len(p.tasks), p.remote_segments, p.locators)
+"""
+from __future__ import annotations
+
+import logging
+
+from .plan import PartitionRange, Plan
+from .tasks import AbortedTransaction, BrokerRange, PartitionTxnInfo, ReadTask, RemoteRange
+
+log = logging.getLogger(__name__)
+
+__all__ = ["plan", "Plan", "PartitionRange", "ReadTask", "RemoteRange", "BrokerRange",
+           "AbortedTransaction", "PartitionTxnInfo"]
+
+
+def plan(options) -> Plan:
+    """Plan a read described by parsed options (a ``ReadOptions``)."""
+    if options.offline:
+        from .offline import plan_offline
+        return plan_offline(options)
+    from ..protocol.client import BrokerClient
+    from ..spark.options import client_properties
+    from ..storage.registry import create_fetcher
+    from .online import Planner
+    storage = options.storage
+    if options.fetch_remote_enabled and not storage.configured:
+        log.warning("no remote.storage.fetcher is set: tiered segments are read directly only where "
+                    "the broker hands out presigned URLs; the rest is fetched through the brokers")
+    with BrokerClient(client_properties(options)) as client:
+        fetcher = create_fetcher(storage) if options.fetch_remote_enabled and storage.configured else None
+        try:
+            return Planner(options, client, fetcher).plan()
+        finally:
+            if fetcher is not None:
+                fetcher.close()

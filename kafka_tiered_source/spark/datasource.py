@@ -46,7 +46,7 @@ class KafkaTieredDataSource(DataSource):
         super().__init__(options)
         self.read_options = ReadOptions.parse(options)
         storage = self.read_options.storage
-        if self.read_options.fetch_remote_enabled and (storage.fetcher or storage.fetcher_class):
+        if self.read_options.fetch_remote_enabled and storage.configured:
             # An unknown fetcher name or class is an options error too: find it at load time,
             # not when the first action plans the read.
             from ..storage.registry import fetcher_class
@@ -65,7 +65,7 @@ class KafkaTieredDataSource(DataSource):
 
 @dataclass(frozen=True)
 class TaskPartition(InputPartition):
-    """One Spark partition: a :class:`~kafka_tiered_source.planning.partitions.ReadTask`."""
+    """One Spark partition: a :class:`~kafka_tiered_source.planning.tasks.ReadTask`."""
     task: object
     read_id: str | None = None      # one id per planning (per Spark action), for metrics
     tasks_planned: int = 1          # job-level quotas are split over this many tasks
@@ -85,45 +85,24 @@ class KafkaTieredReader(DataSourceReader):
 
     def partitions(self):
         import uuid
-        from ..cost import check_budget, estimate_plan
-        from ..planning.partitions import ReadTask
-        plan = plan_read(self.options)
+        from ..planning import ReadTask, plan
+        from ..planning.estimate import check_budget, estimate_plan
+        planned = plan(self.options)
         # cost.budget.usd: refuse here, before any task reads a byte
-        check_budget(estimate_plan(plan, self.options))
-        tasks = plan.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
+        check_budget(estimate_plan(planned, self.options))
+        tasks = planned.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
         read_id = uuid.uuid4().hex
         return [TaskPartition(t, read_id, len(tasks)) for t in tasks]
 
     def read(self, partition):
-        from ..task_reader import TaskReader
-        reader = TaskReader(self.options, tasks_planned=getattr(partition, "tasks_planned", 1))
+        from ..executor import TaskReader
+        reader = TaskReader(self.options, tasks_planned=partition.tasks_planned)
         try:
             yield from reader.read(partition.task)
         finally:
             try:
-                reader.finish(accumulator=self.accumulator, read_id=getattr(partition, "read_id", None),
+                reader.finish(accumulator=self.accumulator, read_id=partition.read_id,
                               task_index=partition.task.index, app_id=self.app_id)
             finally:
                 reader.close()
 
-
-def plan_read(options: ReadOptions):
-    """Plan a read (driver / planner process): a :class:`~kafka_tiered_source.planning.planner.Plan`."""
-    from ..planning.planner import Planner, client_properties
-    from ..protocol.client import BrokerClient
-    from ..storage.registry import create_fetcher
-    if options.offline:
-        from ..planning.offline import plan_offline
-        return plan_offline(options)
-    storage = options.storage
-    configured = bool(storage.fetcher or storage.fetcher_class)
-    if options.fetch_remote_enabled and not configured:
-        log.warning("no remote.storage.fetcher is set: tiered segments are read directly only where "
-                    "the broker hands out presigned URLs; the rest is fetched through the brokers")
-    with BrokerClient(client_properties(options)) as client:
-        fetcher = create_fetcher(storage) if options.fetch_remote_enabled and configured else None
-        try:
-            return Planner(options, client, fetcher).plan()
-        finally:
-            if fetcher is not None:
-                fetcher.close()

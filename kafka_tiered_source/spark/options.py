@@ -780,3 +780,12 @@ def include_headers(options: Mapping[str, str]) -> bool:
         if str(key).lower() == "includeheaders":
             return _bool("includeHeaders", value)
     return False
+
+
+def client_properties(options: ReadOptions) -> dict:
+    """Kafka client properties from :class:`ReadOptions` (``kafka.*`` with the prefix stripped)."""
+    props = dict(options.kafka)
+    props["bootstrap.servers"] = ",".join(options.bootstrap_servers)
+    props.setdefault("client.id", options.client_id)
+    props["isolation.level"] = options.isolation_level
+    return props

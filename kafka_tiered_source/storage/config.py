@@ -89,6 +89,11 @@ class FetcherConfig:
     retry_backoff_max_ms: int = 5000
     manifest_cache_size: int = 1024
 
+    @property
+    def configured(self) -> bool:
+        """A fetcher is named (by name or class): tiered segments can be read directly."""
+        return bool(self.fetcher or self.fetcher_class)
+
     def option(self, key: str, default=None):
         """A ``remote.storage.*`` backend option by full key; Secrets are unwrapped."""
         for k, v in self.backend_options:

@@ -154,6 +154,20 @@ class RemoteStorageFetcher(abc.ABC):
         """A segment index (``offset``, ``timestamp``, ``producer_snapshot``, ``leader_epoch``,
         ``transaction``); None when the segment has none of that kind."""
 
+    #: Whether :meth:`manifest` reads Aiven manifests.  Planners ask this declared capability
+    #: (offline planning needs manifests; online planning ships what it read to the tasks)
+    #: instead of probing for methods.
+    reads_manifests = False
+
+    def manifest(self, segment) -> "aiven.SegmentManifest":
+        """The segment's Aiven manifest (fetchers with ``reads_manifests``)."""
+        raise SegmentFormatError(f"fetcher {type(self).__name__} cannot read Aiven manifests",
+                                 backend=self.backend)
+
+    def cached_manifest(self, segment) -> "aiven.SegmentManifest | None":
+        """The segment's Aiven manifest if this fetcher holds it already (no GET), else None."""
+        return None
+
     def list_objects(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         """``(key, size)`` of every object whose key starts with ``prefix`` (keys in the same
         space as the layout's, i.e. relative to the bucket / container / root URL), in no
@@ -202,6 +216,7 @@ def _check_range(start: int, end: int | None) -> None:
 class ObjectStoreFetcher(RemoteStorageFetcher):
     """A fetcher over an object store with ranged GETs; subclasses provide one GET."""
 
+    reads_manifests = True
     #: Python modules the backend needs, checked by the registry for a clear install hint.
     requires: tuple[str, ...] = ()
 
@@ -288,7 +303,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
     def _plan(self, segment) -> _Plan:
         if isinstance(self.layout, AivenLayout):
             key = self.layout.key(segment, aiven.SUFFIX_LOG)
-            info = getattr(segment, "manifest_info", None)
+            info = segment.manifest_info
             if info is not None:   # the planner read the manifest: no GET of it here
                 return _Plan(key, info.original_file_size, info.chunk_index(self._location(key)))
             m = self.manifest(segment)

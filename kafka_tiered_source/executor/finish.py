@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 def finish_task(reader, *, accumulator=None, read_id: str | None = None, task_index: int | None = None,
                 app_id: str | None = None):
-    """Report what ``reader`` (a :class:`~kafka_tiered_source.task_reader.TaskReader`) did;
+    """Report what ``reader`` (a :class:`~kafka_tiered_source.executor.reader.TaskReader`) did;
     returns its :class:`~kafka_tiered_source.metrics.reader.ReadTotals`."""
     options = reader.options
     totals = reader.metrics.snapshot()
@@ -66,7 +66,7 @@ def write_jsonl(path: str, totals, *, task_index=None, started=None) -> None:
 
 def read_jsonl(path: str) -> list:
     """The task lines of a ``metrics.jsonl.path`` file as ``ReadTotals`` (in file order)."""
-    from .reader import ReadTotals
+    from ..metrics.reader import ReadTotals
     out = []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):

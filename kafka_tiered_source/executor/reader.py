@@ -1,4 +1,4 @@
-"""Executor side: run one :class:`~kafka_tiered_source.planning.partitions.ReadTask`.
+"""Executor side: run one :class:`~kafka_tiered_source.planning.tasks.ReadTask`.
 
 For each range of the task, in order:
 
@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Iterator
 
-from .errors import BrokerError, DataLossError, KafkaTieredError, RemoteStorageError
+from ..errors import BrokerError, DataLossError, KafkaTieredError, RemoteStorageError
+from .prefetch import RangePrefetcher
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +32,10 @@ class TaskReader:
         self.options = options
         self.tasks_planned = tasks_planned
         if metrics is None:
-            from .metrics.reader import ReaderMetrics
-            from .quota import ReaderQuota
+            from ..metrics.reader import ReaderMetrics
+            from ..quota import ReaderQuota
             metrics = ReaderMetrics(options.client_id, _backend_name(options),
-                                    ReaderQuota.for_task(getattr(options, "quota", None), tasks_planned))
+                                    ReaderQuota.for_task(options.quota, tasks_planned))
         self.metrics = metrics
         self._fetcher = None
         self._client = None
@@ -44,20 +45,20 @@ class TaskReader:
 
     def finish(self, **context):
         """Report this reader's metrics (accumulator, JSON lines, KIP-714 push); see
-        :func:`kafka_tiered_source.metrics.task.finish_task`."""
-        from .metrics.task import finish_task
+        :func:`kafka_tiered_source.executor.finish.finish_task`."""
+        from .finish import finish_task
         return finish_task(self, **context)
 
     # -- lazily built parts --------------------------------------------------------------------
     @property
     def fetcher(self):
         if self._fetcher is None:
-            from .storage.registry import create_fetcher
+            from ..storage.registry import create_fetcher
             config = self.options.storage
-            if not (config.fetcher or config.fetcher_class):
+            if not config.configured:
                 # the planner only plans direct reads of segments with a presigned URL then
                 config = config.replace(fetcher="presigned")
-            quota = getattr(self.metrics, "quota", None)
+            quota = self.metrics.quota
             if quota is not None and quota.bytes_per_second:
                 # The quota is charged after each GET; parts fetched in parallel would all be
                 # in flight before the first is charged.  One at a time, each GET waits its turn.
@@ -71,8 +72,8 @@ class TaskReader:
             if self.options.offline:
                 raise KafkaTieredError("this read has no kafka.bootstrap.servers, so nothing can be "
                                        "fetched through a broker")
-            from .planning.planner import client_properties
-            from .protocol.client import BrokerClient
+            from ..protocol.client import BrokerClient
+            from ..spark.options import client_properties
             self._client = BrokerClient(client_properties(self.options))
         return self._client
 
@@ -87,15 +88,15 @@ class TaskReader:
     # -- reading -------------------------------------------------------------------------------
     def read(self, task) -> Iterator:
         """Yield ``pyarrow.RecordBatch`` objects for every record of the task."""
-        from .planning.partitions import RemoteRange
-        from .records import ReadCommittedFilter
+        from ..planning.tasks import RemoteRange
+        from ..records import ReadCommittedFilter
 
         committed = self.options.read_committed
         txn = {(i.topic, i.partition): i for i in task.txn}
         filters: dict = {}
         broker_only: set = set()    # partitions that fell back: the rest of them goes via broker
         remote = [r for r in task.ranges if isinstance(r, RemoteRange)]
-        prefetch = _RangePrefetcher(self.fetcher, remote, self.options.storage.concurrency) if remote else None
+        prefetch = RangePrefetcher(self.fetcher, remote, self.options.storage.concurrency) if remote else None
         index = 0                   # position of the next tiered range in ``remote``
         try:
             for r in task.ranges:
@@ -134,10 +135,10 @@ class TaskReader:
         through the broker after a failed or short direct read.
 
         The range streams in parts (``fetch.remote.part.size.bytes``) from the task's
-        :class:`_RangePrefetcher`, which fetches ahead while this part is decoded (the native
+        :class:`RangePrefetcher`, which fetches ahead while this part is decoded (the native
         decoder releases the GIL), so Spark gets rows after the first part instead of after the
         whole range.  A batch cut by a part boundary is carried into the next part."""
-        from .records import decode_batches
+        from ..records import decode_batches
         seg = r.segment
         self.metrics.count(ranges_remote=1)
         reached = r.offset_start      # every record below this has been returned
@@ -183,7 +184,7 @@ class TaskReader:
         return offset
 
     def _read_broker(self, topic: str, partition: int, start: int, end: int, *, fallback: bool):
-        from .records import ReadCommittedFilter, decode_batches
+        from ..records import ReadCommittedFilter, decode_batches
         committed = self.options.read_committed
         offset = start
         while offset < end:
@@ -241,115 +242,11 @@ class TaskReader:
         return earliest
 
 
-class _RangePrefetcher:
-    """Fetches a task's tiered ranges, in order, on one thread, a bounded number of parts ahead
-    of the decoder: the next range's first GETs are in flight while the current range is still
-    being decoded, so object-store latency overlaps with decoding and Spark.
-
-    It only runs ahead within the partition the reader is in (``pieces(i)`` moves it on), so a
-    GET is always counted under the topic-partition it was made for.  Memory: at most
-    ``depth`` parts queued, plus the fetcher's own in-flight parts.  A fetch error travels
-    through the queue and is raised from ``pieces(i)`` of the range it belongs to."""
-
-    _END = object()
-
-    def __init__(self, fetcher, ranges, depth: int):
-        import queue
-        import threading
-        self._keys = [(r.topic, r.partition) for r in ranges]
-        self._queue = queue.Queue(maxsize=max(1, depth))
-        self._skip: set = set()
-        self._stop = threading.Event()
-        self._cond = threading.Condition()
-        # Nothing is fetched before the reader asks for its first range: by then its metrics
-        # scope names that range's partition, so every GET is counted where it belongs.
-        self._current = None
-        self._wanted = -1         # the range the reader asked for last
-        self._thread = threading.Thread(target=self._run, args=(fetcher, ranges), daemon=True,
-                                        name="kafka-tiered-prefetch")
-        self._thread.start()
-
-    def _put(self, item) -> bool:
-        import queue
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self, fetcher, ranges) -> None:
-        failed = False
-        for i, r in enumerate(ranges):
-            with self._cond:
-                # Stay within the partition being read (metrics attribution), and after a failed
-                # fetch wait for the reader's decision: it usually sends the rest of that
-                # partition through the broker, and GETs made before it knows are wasted.
-                self._cond.wait_for(lambda: self._stop.is_set() or i in self._skip or (
-                    self._current == self._keys[i] and (not failed or self._wanted >= i)))
-            if self._stop.is_set():
-                return
-            try:
-                if i not in self._skip:
-                    failed = False
-                    for piece in fetcher.iter_log_segment(r.segment, r.byte_start, r.byte_end):
-                        if i in self._skip or not self._put((i, piece)):
-                            break
-            except Exception as exc:   # handed to the reader, which decides (fallback or raise)
-                failed = True
-                if not self._put((i, exc)):
-                    return
-                continue
-            if not self._put((i, self._END)):
-                return
-
-    def skip(self, i: int) -> None:
-        """The reader will not read range ``i`` directly (its partition fell back)."""
-        with self._cond:
-            self._skip.add(i)
-            self._cond.notify_all()
-
-    def pieces(self, i: int):
-        """The parts of range ``i``, in order; raises the error its fetch ended with."""
-        import queue
-        with self._cond:
-            self._current = self._keys[i]
-            self._wanted = i
-            self._cond.notify_all()
-        while True:
-            try:
-                j, item = self._queue.get(timeout=1.0)
-            except queue.Empty:
-                if not self._thread.is_alive():
-                    raise KafkaTieredError("the prefetch thread of this task stopped unexpectedly")
-                continue
-            if j < i:
-                continue        # the rest of a range the reader finished early, or skipped
-            if item is self._END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def close(self) -> None:
-        import queue
-        self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
-        try:
-            while True:
-                self._queue.get_nowait()
-        except queue.Empty:
-            pass
-        self._thread.join(timeout=5)
-
-
 def _batch_bytes(data, offset_start: int, offset_end: int) -> int:
     """Bytes of the complete batches in ``data`` holding offsets in ``[offset_start,
     offset_end)``: what a broker sends for those offsets (it serves whole batches, aborted and
     control ones included)."""
-    from .records.header import iter_headers
+    from ..records.header import iter_headers
     try:
         return sum(h.size for h in iter_headers(data)
                    if h.last_offset >= offset_start and h.base_offset < offset_end)
@@ -360,10 +257,10 @@ def _batch_bytes(data, offset_start: int, offset_end: int) -> int:
 def _backend_name(options) -> str:
     """The storage backend tag of a reader's metrics (the fetcher class's ``backend``)."""
     storage = options.storage
-    if not options.fetch_remote_enabled or not (storage.fetcher or storage.fetcher_class):
+    if not options.fetch_remote_enabled or not storage.configured:
         return "none"
     try:
-        from .storage.registry import fetcher_class
+        from ..storage.registry import fetcher_class
         return fetcher_class(storage.fetcher, class_path=storage.fetcher_class).backend
     except Exception:   # checked when the DataFrame was created; a tag must not fail a read
         return storage.fetcher or "custom"

@@ -6,7 +6,7 @@ accumulator (there is no SparkContext there).  :func:`install` (called by
 ``kafka_tiered_source.register(spark)``) creates it on the driver and registers a subclass of
 the data source that carries it (cloudpickle ships the dynamically made class by value, the
 accumulator inside it), together with the application name (the default ``client.id``) and id.
-Tasks add their :class:`~.reader.ReadTotals` to it in ``read()``; the driver reads them back
+Tasks add their :class:`~kafka_tiered_source.metrics.reader.ReadTotals` to it in ``read()``; the driver reads them back
 with :func:`last_read_stats` / :func:`read_history`.
 
 Reads through the automatically registered source (``pyspark_kafka_tiered``) still work, but
@@ -18,7 +18,7 @@ import threading
 
 from pyspark.accumulators import AccumulatorParam
 
-from .reader import ReadHistory
+from ..metrics.reader import ReadHistory
 
 _lock = threading.Lock()
 _accumulators: dict = {}     # id(SparkContext) -> (SparkContext, Accumulator)
@@ -50,7 +50,7 @@ def accumulator(spark):
 def install(spark) -> None:
     """Register the ``kafka-tiered`` source with ``spark`` so that its tasks' metrics reach this
     driver, and its default ``client.id`` is the application name."""
-    from ..spark.datasource import KafkaTieredDataSource
+    from .datasource import KafkaTieredDataSource
     sc = spark.sparkContext
     attrs = {"_kts_accumulator": accumulator(spark), "_kts_app_name": sc.appName,
              "_kts_app_id": sc.applicationId, "__module__": __name__,
@@ -65,6 +65,6 @@ def read_history(spark) -> ReadHistory:
 
 
 def last_read_stats(spark):
-    """The :class:`~.reader.ReadTotals` of the latest read (the latest Spark action over a
+    """The :class:`~kafka_tiered_source.metrics.reader.ReadTotals` of the latest read (the latest Spark action over a
     ``kafka-tiered`` DataFrame) whose tasks reported; None before any."""
     return read_history(spark).last()

@@ -1,4 +1,4 @@
-"""Spark input partitions ("read tasks") and the pure function that groups work into them.
+"""Task packing: the pure function that groups the planner's work into read tasks.
 
 The planner (driver side) knows, per topic-partition, which offsets to read and where they live:
 tiered segments (with their offset-index checkpoints) and a tail still on the brokers.  This
@@ -36,93 +36,7 @@ from typing import Iterable, Sequence, Union
 
 from ..errors import PlanningError
 from ..storage.segment import RemoteSegment
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# Ranges and tasks (shipped to executors: small, frozen, picklable).
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RemoteRange:
-    """Read bytes ``[byte_start, byte_end)`` of a tiered segment's ``.log`` data and emit the
-    records with offsets in ``[offset_start, offset_end)``.  ``byte_start`` is always a batch
-    boundary; ``byte_end`` may cut a batch (leftover)."""
-    segment: RemoteSegment
-    byte_start: int
-    byte_end: int
-    offset_start: int
-    offset_end: int
-    estimated_bytes: int
-    estimated_records: int
-
-    @property
-    def topic(self) -> str:
-        return self.segment.topic
-
-    @property
-    def partition(self) -> int:
-        return self.segment.partition
-
-
-@dataclass(frozen=True)
-class BrokerRange:
-    """Fetch offsets ``[offset_start, offset_end)`` of one partition from the brokers.
-
-    As planner input, ``estimated_bytes`` is the planner's guess for the whole range; splits
-    share it in proportion to their offsets."""
-    topic: str
-    partition: int
-    topic_id: str
-    offset_start: int
-    offset_end: int
-    estimated_bytes: int
-
-    @property
-    def estimated_records(self) -> int:
-        return self.offset_end - self.offset_start
-
-
-Range = Union[RemoteRange, BrokerRange]
-
-
-@dataclass(frozen=True)
-class AbortedTransaction:
-    """One entry of Fetch's ``AbortedTransactions`` (or of a ``.txnindex``)."""
-    producer_id: int
-    first_offset: int
-
-
-@dataclass(frozen=True)
-class PartitionTxnInfo:
-    """What a read_committed reader needs for one partition: the last stable offset (read
-    nothing at or past it) and the aborted transactions that may touch the ranges read."""
-    topic: str
-    partition: int
-    last_stable_offset: int
-    aborted: tuple[AbortedTransaction, ...] = ()
-
-
-@dataclass(frozen=True)
-class ReadTask:
-    """One Spark input partition.  ``ranges`` are grouped by topic-partition in the planner's
-    order, each partition's ranges in ascending offset order.  ``txn`` holds the
-    :class:`PartitionTxnInfo` of the partitions read (read_committed only, else empty)."""
-    index: int
-    ranges: tuple[Range, ...]
-    txn: tuple[PartitionTxnInfo, ...] = ()
-
-    @property
-    def estimated_bytes(self) -> int:
-        return sum(r.estimated_bytes for r in self.ranges)
-
-    @property
-    def estimated_records(self) -> int:
-        return sum(r.estimated_records for r in self.ranges)
-
-    @property
-    def topic_partitions(self) -> tuple[tuple[str, int], ...]:
-        return tuple(dict.fromkeys((r.topic, r.partition) for r in self.ranges))
+from .tasks import BrokerRange, PartitionTxnInfo, Range, ReadTask, RemoteRange
 
 
 # ---------------------------------------------------------------------------------------------
@@ -470,3 +384,15 @@ def _bytes(ranges: Sequence[Range]) -> int:
 def _records(ranges: Sequence[Range]) -> int:
     return sum(r.estimated_records for r in ranges)
 
+
+def index_checkpoints(seg: RemoteSegment, entries, points=()) -> tuple[tuple[int, int], ...]:
+    """``points`` extended with the segment's offset-index entries (absolute ``(offset,
+    position)``) that keep both strictly ascending and lie inside the segment."""
+    out = list(points)
+    size = seg.size_bytes or 0
+    for off, pos in entries:
+        if out and (off <= out[-1][0] or pos <= out[-1][1]):
+            continue
+        if seg.base_offset <= off <= seg.end_offset and 0 <= pos < size:
+            out.append((off, pos))
+    return tuple(out)

@@ -1,0 +1,92 @@
+"""Before a read: what a plan will cost, counted the way the reader issues its GETs, and the
+budget check that refuses a read before any GET (``cost.budget.usd``).  Prices and the report
+after a read are :mod:`kafka_tiered_source.cost`'s."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..cost import CostModel
+from ..errors import BudgetExceededError
+from .plan import Plan
+from .tasks import BrokerRange, RemoteRange
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a planned read will do, counted the way the reader issues its GETs: one GET per
+    ``fetch.remote.part.size.bytes`` part of each remote range, plus, for the ``aiven`` layout,
+    one manifest GET per segment per task (each task's fetcher caches manifests) for the segments
+    whose manifest the planner did not hand the tasks (``RemoteSegment.manifest_info``)."""
+    gets: int                 # total GETs: log parts + manifests
+    log_gets: int
+    manifest_gets: int
+    bytes: int                # .log bytes to be read (manifests, a few hundred bytes each, excluded)
+    dollars: float
+    partitions: int           # Spark partitions (tasks) planned
+    remote_ranges: int
+    broker_ranges: int
+    broker_bytes: int         # the planner's guess for offsets still on the brokers
+    model: CostModel = field(default_factory=CostModel)
+
+    def __str__(self) -> str:
+        return (f"{self.gets:,} GETs ({self.log_gets:,} ranged + {self.manifest_gets:,} manifests), "
+                f"{self.bytes:,} bytes from storage, ${self.dollars:.6f} ({self.model.describe()}); "
+                f"{self.partitions} Spark partitions, {self.remote_ranges} remote ranges, "
+                f"{self.broker_ranges} broker ranges (~{self.broker_bytes:,} bytes via brokers)")
+
+
+def estimate_plan(plan: Plan, options) -> Estimate:
+    """Count the GETs and bytes of a :class:`~kafka_tiered_source.planning.plan.Plan`."""
+    storage = options.storage
+    part = max(1, storage.part_size)
+    aiven = storage.layout == "aiven"
+    model = options.cost
+    log_gets = nbytes = manifests = remote = broker = broker_bytes = 0
+    for task in plan.tasks:
+        seen = set()
+        for r in task.ranges:
+            if isinstance(r, RemoteRange):
+                remote += 1
+                size = r.segment.size_bytes
+                end = min(r.byte_end, size) if size is not None else r.byte_end
+                length = max(0, end - r.byte_start)
+                nbytes += length
+                log_gets += math.ceil(length / part)
+                if aiven and r.segment.manifest_info is None and r.segment.segment_id not in seen:
+                    seen.add(r.segment.segment_id)
+                    manifests += 1
+            elif isinstance(r, BrokerRange):
+                broker += 1
+                broker_bytes += r.estimated_bytes
+    gets = log_gets + manifests
+    return Estimate(gets, log_gets, manifests, nbytes, model.dollars(gets, nbytes), len(plan.tasks),
+                    remote, broker, broker_bytes, model)
+
+
+def check_budget(estimate: Estimate) -> None:
+    """Raise :class:`BudgetExceededError` when the estimate exceeds ``cost.budget.usd``."""
+    budget = estimate.model.budget_usd
+    if budget is not None and estimate.dollars > budget:
+        raise BudgetExceededError(
+            f"kafka-tiered: the read is estimated at ${estimate.dollars:.6f}, over the budget of "
+            f"${budget:g} (option 'cost.budget.usd'); nothing was read. Estimate: {estimate}")
+
+
+def estimate(spark=None, options: dict | None = None, **kw) -> Estimate:
+    """Plan a read without reading data and count its GETs, bytes and dollars.
+
+    Options as for ``spark.read.format("kafka-tiered")``, as a dict and/or keywords
+    (``estimate(spark, {"kafka.bootstrap.servers": ...}, subscribe="t")``).  ``spark`` (optional) supplies the default ``client.id`` (its application name),
+    as the registered source does.  Planning talks to the brokers (Metadata, ListOffsets,
+    location Fetches) but issues no storage GET unless segments must be split by their offset
+    index (``minPartitions``, ``maxRecordsPerPartition``, or segments above
+    ``partition.target.bytes``; Aiven: with the split segments' manifests)."""
+    from ..spark.options import ReadOptions
+    from . import plan
+    opts = dict(options or {})
+    opts.update(kw)
+    if spark is not None and not any(str(k).lower() in ("client.id", "kafka.client.id") for k in opts):
+        opts["client.id"] = spark.sparkContext.appName
+    read_options = ReadOptions.parse(opts)
+    return estimate_plan(plan(read_options), read_options)

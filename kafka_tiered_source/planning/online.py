@@ -1,0 +1,236 @@
+"""Planning with a broker: options → topic-partitions → offset ranges → where each range lives →
+read tasks.
+
+1. Metadata resolves the topics and partitions of ``subscribe`` / ``subscribePattern`` /
+   ``assign``; ListOffsets resolves ``earliest`` / ``latest`` / timestamps into offsets
+   (:mod:`.bounds`).
+2. Each partition's range is handed to a locator (:mod:`.locate`): the KIP-1248 walk where the
+   leader supports it and direct reads are enabled, else the whole range goes to the brokers.
+3. Segments that have to be split get their offset index read (:meth:`_with_indexes`), then
+   :func:`~kafka_tiered_source.planning.packing.plan_read_tasks` packs the pieces into coarse
+   tasks by bytes.
+4. read_committed: each task gets, per partition, the aborted transactions that are valid at the
+   first offset it reads (:mod:`.txn`).
+5. Aiven layout: a task's fetcher GETs the manifest of every segment it reads, once per segment
+   per task, unless the segment carries :class:`~kafka_tiered_source.storage.aiven.ManifestInfo`.
+   The planner attaches it for the manifests it has read anyway (segments it split), and reads it
+   once here for any other segment that two or more tasks read (one GET instead of one per
+   task).  A segment read by a single task costs one manifest GET wherever it is made, so that
+   one is left to the executor, where GETs run in parallel.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import replace
+
+from ..errors import BrokerError, ConfigError, RemoteStorageError
+from ..ids import uuid_to_str
+from ..model import EARLIEST, LATEST, Assign, Subscribe, SubscribePattern
+from ..storage import aiven
+from ..storage.indexes import parse_offset_index
+from ..storage.segment import RemoteSegment
+from .bounds import BROKER, check_range, resolve_bounds
+from .kip1248 import Kip1248Locator
+from .locate import Located, broker_tail, no_aborted
+from .packing import PartitionWork, SegmentSlice, index_checkpoints, plan_read_tasks
+from .plan import PartitionRange, Plan
+from .tasks import ReadTask, RemoteRange
+from .txn import with_txn
+
+log = logging.getLogger(__name__)
+
+
+class Planner:
+    """Plans one batch read.  ``client`` is a :class:`BrokerClient`; ``fetcher`` a
+    :class:`RemoteStorageFetcher`, used only to read the offset index of segments that must be
+    split (None: segments are never split below whole-segment granularity) and, Aiven, the
+    manifests the tasks are handed (step 5)."""
+
+    def __init__(self, options, client, fetcher=None):
+        self.options = options
+        self.client = client
+        self.fetcher = fetcher
+        self.iso = 1 if options.read_committed else 0
+        # With no fetcher configured, a segment can still be read directly when the broker
+        # hands out a presigned URL for it; anything else goes through the brokers.
+        self.locator = Kip1248Locator(client, isolation_level=self.iso,
+                                      storage_configured=options.storage.configured)
+        # Aiven: (topic, partition, segment id) -> ManifestInfo (None: not shippable) of the
+        # manifests read while planning.
+        self._manifest_infos: dict = {}
+
+    # -- 1. topics and partitions --------------------------------------------------------------
+    def topic_partitions(self) -> list[tuple[str, int, bytes]]:
+        strategy = self.options.strategy
+        out = []
+        if isinstance(strategy, SubscribePattern):
+            resp = self.client.metadata(None)
+            names = sorted(t.name for t in resp.topics
+                           if t.name and not t.error_code and strategy.matches(t.name))
+            for name in names:
+                info = self.client.topic(name)
+                out += [(name, p, info.topic_id) for p in sorted(info.partitions)]
+            return out
+        topics = strategy.topics
+        infos = {}
+        for name in topics:
+            try:
+                infos[name] = self.client.topic(name)
+            except BrokerError as exc:
+                raise ConfigError(f"topic {name!r} does not exist or cannot be described: {exc}",
+                                  option="assign" if isinstance(strategy, Assign) else "subscribe"
+                                  ) from exc
+        if isinstance(strategy, Subscribe):
+            for name in topics:
+                info = infos[name]
+                out += [(name, p, info.topic_id) for p in sorted(info.partitions)]
+            return out
+        for tp in strategy.partitions:
+            info = infos[tp.topic]
+            if tp.partition not in info.partitions:
+                raise ConfigError(f"assign names partition {tp.topic}-{tp.partition}, but topic "
+                                  f"{tp.topic!r} has partitions {sorted(info.partitions)}",
+                                  option="assign")
+            out.append((tp.topic, tp.partition, info.topic_id))
+        return out
+
+    # -- 2. offsets ----------------------------------------------------------------------------
+    def _list(self, stamps: dict) -> dict:
+        """ListOffsets: ``{(topic, partition): timestamp}`` -> ``{(topic, partition): offset}``."""
+        by_topic: dict = {}
+        for (topic, p), ts in stamps.items():
+            by_topic.setdefault(topic, {})[p] = ts
+        out = {}
+        for topic, per_partition in by_topic.items():
+            for p, listed in self.client.list_offsets(topic, per_partition, isolation_level=self.iso).items():
+                out[(topic, p)] = listed.offset
+        return out
+
+    def partition_ranges(self, tps) -> list[PartitionRange]:
+        keys = [(topic, p) for topic, p, _ in tps]
+        earliest = self._list(dict.fromkeys(keys, EARLIEST))
+        latest = self._list(dict.fromkeys(keys, LATEST))
+        bounds = resolve_bounds(self.options, keys, earliest, latest, offsets_for_times=self._list)
+        out = []
+        for topic, p, tid in tps:
+            key = (topic, p)
+            s, e = check_range(f"{topic}-{p}", *bounds[key], earliest[key], latest[key],
+                               limits=BROKER, fail_on_data_loss=self.options.fail_on_data_loss)
+            out.append(PartitionRange(topic, p, uuid_to_str(bytes(tid)), s, e, earliest[key],
+                                      latest[key]))
+        return out
+
+    # -- 3. where the offsets live -------------------------------------------------------------
+    def _checkpoints(self, piece: SegmentSlice) -> SegmentSlice:
+        """The slice with the segment's offset-index entries from its start on, for splitting.
+
+        The slice's first checkpoint is (first offset, hinted start position): the batch at the
+        hinted start holds ``first``; claiming ``first`` as its last offset is safe for the
+        splitter, which only relies on "records before P are <= O" and "records at the next
+        entry are > O".  Costs one GET of the index (Aiven: a range of ``.indexes``)."""
+        seg = piece.segment
+        if self.fetcher is None:
+            return piece
+        index = self.fetcher.fetch_index(seg, "offset")
+        self._keep_manifest_info(seg)
+        if not index:
+            return piece
+        entries = ((seg.base_offset + rel, pos) for rel, pos in parse_offset_index(index))
+        return SegmentSlice(seg, piece.offset_start, piece.offset_end,
+                            index_checkpoints(seg, entries, piece.checkpoints))
+
+    def _with_indexes(self, works: list) -> list:
+        """Read the offset index only of the segments that will be split: those larger than a
+        task, all of them when ``maxRecordsPerPartition`` bounds offsets, and, for
+        ``minPartitions``, the largest ones until there are enough pieces to split."""
+        opts = self.options
+        slices = [(w, i, p) for w in works for i, p in enumerate(w.pieces) if isinstance(p, SegmentSlice)]
+
+        def span(p):
+            return (p.segment.size_bytes or 0) - p.checkpoints[0][1]
+
+        chosen = {id(p) for _, _, p in slices
+                  if opts.max_records_per_partition or span(p) > opts.partition_target_bytes}
+        if opts.min_partitions:
+            pieces = sum(len(w.pieces) for w in works)
+            missing = opts.min_partitions - pieces - len(chosen)
+            for _, _, p in sorted(slices, key=lambda t: -span(t[2])):
+                if missing <= 0:
+                    break
+                if id(p) not in chosen:
+                    chosen.add(id(p))
+                    missing -= 1
+        if not chosen:
+            return works
+        out = []
+        for w in works:
+            pieces = tuple(self._checkpoints(p) if id(p) in chosen else p for p in w.pieces)
+            out.append(PartitionWork(w.topic, w.partition, w.topic_id, pieces, w.txn))
+        return out
+
+    def _located(self, pr: PartitionRange, direct: bool) -> Located:
+        if direct:
+            return self.locator.locate(pr)
+        return Located([broker_tail(pr, pr.start)] if pr.start < pr.end else [], no_aborted)
+
+    # -- 4. everything -------------------------------------------------------------------------
+    def plan(self) -> Plan:
+        ranges = self.partition_ranges(self.topic_partitions())
+        works, located, direct, locators = [], {}, {}, {}
+        segments = 0
+        for pr in ranges:
+            key = (pr.topic, pr.partition)
+            ok = bool(self.options.fetch_remote_enabled) and self.client.supports_kip1248(pr.topic, pr.partition)
+            direct[key] = ok
+            loc = located[key] = self._located(pr, ok)
+            segments += loc.segments
+            locators[key] = self.locator.name if loc.segments else "broker"
+            if loc.pieces:
+                works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(loc.pieces)))
+        works = self._with_indexes(works)
+        tasks = plan_read_tasks(works, target_bytes=self.options.partition_target_bytes,
+                                min_partitions=self.options.min_partitions,
+                                max_records_per_partition=self.options.max_records_per_partition)
+        tasks = self._with_manifest_infos(tasks)
+        if self.options.read_committed:
+            lso = {(r.topic, r.partition): r.latest for r in ranges}
+            tasks = [with_txn(t, lso, lambda topic, p, *rest: located[(topic, p)].aborted_for(topic, p, *rest))
+                     for t in tasks]
+        return Plan(tasks, ranges, segments, direct, locators)
+
+    # -- 5. Aiven manifests ---------------------------------------------------------------------
+    def _keep_manifest_info(self, seg: RemoteSegment) -> None:
+        """Keep what the reader needs of a manifest the fetcher has just read (no GET)."""
+        m = self.fetcher.cached_manifest(seg)
+        if m is not None:
+            self._manifest_infos[_segment_key(seg)] = aiven.ManifestInfo.of(m)
+
+    def _with_manifest_infos(self, tasks: list[ReadTask]) -> list[ReadTask]:
+        """The tasks with ``manifest_info`` on the segments whose manifest the planner has, or
+        reads now because two or more tasks read the segment (see the module's step 5)."""
+        if (self.options.storage.layout != "aiven" or self.fetcher is None
+                or not self.fetcher.reads_manifests):
+            return tasks
+        readers = Counter(key for t in tasks for key in
+                          {_segment_key(r.segment) for r in t.ranges if isinstance(r, RemoteRange)})
+        segments: dict = {}
+        for r in (r for t in tasks for r in t.ranges if isinstance(r, RemoteRange)):
+            key = _segment_key(r.segment)
+            if key in segments:
+                continue
+            if key not in self._manifest_infos and readers[key] > 1:
+                try:
+                    self._manifest_infos[key] = aiven.ManifestInfo.of(self.fetcher.manifest(r.segment))
+                except RemoteStorageError as exc:   # the executors try again, with their fallback
+                    log.info("manifest of %r not read while planning: %s", r.segment, exc)
+                    self._manifest_infos[key] = None
+            info = self._manifest_infos.get(key)
+            segments[key] = r.segment if info is None else replace(r.segment, manifest_info=info)
+        return [ReadTask(t.index, tuple(replace(r, segment=segments[_segment_key(r.segment)])
+                                        if isinstance(r, RemoteRange) else r for r in t.ranges),
+                         t.txn) for t in tasks]
+
+
+def _segment_key(seg: RemoteSegment) -> tuple:
+    return seg.topic, seg.partition, seg.segment_id
