@@ -36,6 +36,7 @@ from ..storage import aiven
 from ..storage.indexes import (AbortedTxn, parse_offset_index, parse_producer_snapshot,
                                parse_txn_index)
 from ..storage.layouts import listing_prefix, parse_aiven_key, parse_local_tiered_key
+from ..storage.protocols import SegmentCatalog
 from ..storage.segment import RemoteSegment
 from .locate import Located
 from .packing import SegmentSlice, index_checkpoints
@@ -72,7 +73,7 @@ class StoreListing:
 
     name = "listing"
 
-    def __init__(self, options, fetcher):
+    def __init__(self, options, fetcher: SegmentCatalog):
         self.options = options
         self.fetcher = fetcher
         self.config = options.storage

@@ -29,6 +29,7 @@ from ..ids import uuid_to_str
 from ..model import EARLIEST, LATEST, Assign, Subscribe, SubscribePattern
 from ..storage import aiven
 from ..storage.indexes import parse_offset_index
+from ..storage.protocols import SegmentCatalog
 from ..storage.segment import RemoteSegment
 from .bounds import BROKER, check_range, resolve_bounds
 from .kip1248 import Kip1248Locator
@@ -47,7 +48,7 @@ class Planner:
     split (None: segments are never split below whole-segment granularity) and, Aiven, the
     manifests the tasks are handed (step 5)."""
 
-    def __init__(self, options, client, fetcher=None):
+    def __init__(self, options, client, fetcher: SegmentCatalog | None = None):
         self.options = options
         self.client = client
         self.fetcher = fetcher

@@ -1,0 +1,127 @@
+"""The package's layout is part of its design (DESIGN.md): the parts follow the data path and
+each imports only the parts below it, counting imports inside functions too.  These tests read
+the source (no imports run), so a new cycle or an oversized module fails here with its name."""
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kafka_tiered_source")
+PACKAGE = "kafka_tiered_source"
+MAX_LINES = 600
+
+# Bottom to top.  A part may import parts of its own layer or below; within a layer the graph
+# must still be acyclic.  "(package)" is kafka_tiered_source/__init__.py, the public facade.
+LAYERS = [
+    {"errors", "model", "ids", "redact", "_native"},   # vocabulary: imports nothing of ours
+    {"options"},                                        # one option table, frozen configs
+    {"protocol", "records"},                            # Kafka wire messages; v2 batches -> Arrow
+    {"storage"},                                        # fetchers, layouts, index files
+    {"metrics", "cost", "quota", "telemetry"},          # accounting
+    {"planning"},                                       # where each offset lives, read tasks
+    {"executor"},                                       # one Spark task
+    {"spark"},                                          # the data source
+    {"testing"},                                        # the embedded broker
+    {"cli", "(package)"},                               # entry points
+]
+RANK = {part: i for i, layer in enumerate(LAYERS) for part in layer}
+
+
+def _modules():
+    for dirpath, _, files in os.walk(ROOT):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
+                yield path, rel[: -len(".__init__")] if rel.endswith(".__init__") else rel, f == "__init__.py"
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "(package)"
+
+
+def _imports(path: str, module: str, is_package: bool):
+    """Every module of ours that ``module`` imports, at any depth of its code."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == PACKAGE:
+                # "from kafka_tiered_source import planning": the names are parts
+                for alias in node.names:
+                    yield f"{PACKAGE}.{alias.name}", node.lineno
+            elif target.startswith(PACKAGE + "."):
+                yield target, node.lineno
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE + "."):
+                    yield alias.name, node.lineno
+
+
+def _graph():
+    edges: dict[str, dict[str, str]] = {}
+    for path, module, is_package in _modules():
+        src = _part(module)
+        for target, line in _imports(path, module, is_package):
+            dst = _part(target)
+            if dst != src:
+                edges.setdefault(src, {}).setdefault(dst, f"{os.path.relpath(path, ROOT)}:{line}")
+    return edges
+
+
+def test_every_part_has_a_layer():
+    parts = {_part(m) for _, m, _ in _modules()}
+    assert parts - set(RANK) == set(), "a new part: give it a place in LAYERS (and DESIGN.md)"
+
+
+def test_parts_import_only_parts_below_them():
+    wrong = [f"{src} imports {dst} ({where})"
+             for src, dsts in _graph().items() for dst, where in dsts.items()
+             if RANK.get(dst, -1) > RANK.get(src, -1)]
+    assert wrong == []
+
+
+def test_no_import_cycle_between_parts():
+    edges = _graph()
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node, path):
+        state[node] = 1
+        for nxt in edges.get(node, {}):
+            if state.get(nxt) == 1:
+                cycle.extend(path[path.index(nxt):] + [nxt] if nxt in path else [node, nxt])
+                return True
+            if state.get(nxt) is None and visit(nxt, path + [nxt]):
+                return True
+        state[node] = 2
+        return False
+
+    for start in sorted(edges):
+        if state.get(start) is None and visit(start, [start]):
+            break
+    where = [edges[a][b] for a, b in zip(cycle, cycle[1:])]
+    assert cycle == [], f"cycle {' -> '.join(cycle)} at {where}"
+
+
+@pytest.mark.parametrize("path", sorted(p for p, _, _ in _modules()))
+def test_module_size(path):
+    with open(path, encoding="utf-8") as f:
+        lines = sum(1 for _ in f)
+    assert lines <= MAX_LINES, f"{os.path.relpath(path, ROOT)} has {lines} lines; split it by concern"
+
+
+def test_the_checker_sees_function_level_imports(tmp_path):
+    """The graph counts imports inside functions (the cycles the layout issue found hid there)."""
+    path = tmp_path / "probe.py"
+    path.write_text("def f():\n    from ..spark.datasource import x\n")
+    assert [t for t, _ in _imports(str(path), "kafka_tiered_source.planning.probe", False)] == [
+        "kafka_tiered_source.spark.datasource"]
