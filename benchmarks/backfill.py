@@ -345,7 +345,7 @@ def transport_only(options: dict, bootstrap: str, threads: int, direct: bool) ->
     from kafka_tiered_source.protocol.client import BrokerClient
     from kafka_tiered_source.records.header import iter_headers
     from kafka_tiered_source import planning
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     from kafka_tiered_source.storage.registry import create_fetcher
     plan = planning.plan(ReadOptions.parse(options))
     by_partition: dict = {}
@@ -453,7 +453,7 @@ def measure(name, cores, size, facts, run, broker: Broker, store: ObjectStore) -
 def get_bound(options: dict) -> int:
     """The fewest GETs that can read the plan's remote ranges in parts of 8 MiB."""
     from kafka_tiered_source import planning
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     plan = planning.plan(ReadOptions.parse(options))
     return sum(math.ceil((r.byte_end - r.byte_start) / PART_SIZE) for r in plan.remote_ranges), \
         len(plan.broker_ranges), len(plan.tasks)

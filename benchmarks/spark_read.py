@@ -202,7 +202,7 @@ def main(argv=None) -> int:
 
     import kafka_tiered_source.spark as kts
     from kafka_tiered_source import planning
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     from kafka_tiered_source.testing import EmbeddedCluster
 
     print(machine())

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+
+from .options.quotas import QuotaConfig
+
+__all__ = ["QuotaConfig", "ReaderQuota", "TokenBucket"]
 
 
 class TokenBucket:
@@ -59,34 +62,6 @@ class TokenBucket:
         if wait > 0:
             self._sleep(wait)
         return wait
-
-
-@dataclass(frozen=True)
-class QuotaConfig:
-    """The ``quota.*`` options (None = unlimited)."""
-    remote_bytes_per_second: float | None = None
-    remote_requests_per_second: float | None = None
-    job_remote_bytes_per_second: float | None = None
-    job_remote_requests_per_second: float | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return any(v is not None for v in (self.remote_bytes_per_second, self.remote_requests_per_second,
-                                           self.job_remote_bytes_per_second,
-                                           self.job_remote_requests_per_second))
-
-    def per_reader(self, tasks: int) -> tuple[float | None, float | None]:
-        """(bytes/s, GETs/s) for one reader of a read planned into ``tasks`` tasks."""
-        tasks = max(1, int(tasks))
-
-        def lower(own, job):
-            share = job / tasks if job is not None else None
-            if own is None:
-                return share
-            return own if share is None else min(own, share)
-
-        return (lower(self.remote_bytes_per_second, self.job_remote_bytes_per_second),
-                lower(self.remote_requests_per_second, self.job_remote_requests_per_second))
 
 
 class ReaderQuota:

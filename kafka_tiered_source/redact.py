@@ -11,16 +11,21 @@ from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "***"
 
-# Option names (case-insensitive, with or without the "kafka." prefix) whose values are secret.
+# The one rule for which option names hold secrets (case-insensitive, with or without a prefix
+# such as "kafka." or "remote.storage.<backend>."), used for every option map, config repr,
+# log line and error message.  The option table also flags its secret options; this rule covers
+# the names it cannot know (Kafka client settings passed through, a plugin's own options).
 _SECRET_KEY = re.compile(
-    r"(password|passwd|secret|jaas|token|credential|sas|signature|private|access[._-]?key|"
+    r"(password|passwd|secret|jaas|token|credential|(^|[._-])sas([._-]|$)|signature|private|access[._-]?key|"
     r"account[._-]?key|connection[._-]?string|ssl\.key)",
     re.IGNORECASE,
 )
+# A bare "key" component (remote.storage.gcs.key, a plugin's api.key) and user-info style names.
+_SECRET_COMPONENT = re.compile(r"(^|[._-])(key|userinfo|user\.info|auth)([._-]|$)", re.IGNORECASE)
 
 
 def is_secret_key(name: str) -> bool:
-    return bool(_SECRET_KEY.search(name))
+    return bool(_SECRET_KEY.search(name) or _SECRET_COMPONENT.search(name))
 
 
 def redact_url(url: str | None) -> str | None:

@@ -19,7 +19,7 @@ from broker_fixtures import cluster_factory  # noqa: F401  (fixture)
 from kafka_tiered_source.errors import ConfigError, KafkaTieredError
 from kafka_tiered_source.protocol import codec
 from kafka_tiered_source import planning
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.storage.aiven import SegmentManifest
 from kafka_tiered_source.executor import TaskReader
 

@@ -26,7 +26,7 @@ from kafka_tiered_source.ids import uuid_to_str
 from kafka_tiered_source.protocol import codec
 from kafka_tiered_source.protocol import messages as m
 from kafka_tiered_source.protocol.errors import code_of
-from kafka_tiered_source.testing.server import ADVERTISED
+from kafka_tiered_source.testing.apis import ADVERTISED
 
 STORAGE_FORMAT = "ApacheKafkaV1"
 

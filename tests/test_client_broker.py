@@ -11,8 +11,8 @@ import pytest
 
 from kafka_tiered_source.errors import BrokerError
 from kafka_tiered_source.protocol import codec, messages as m
-from kafka_tiered_source.protocol.client import (
-    EARLIEST, LATEST, LATEST_TIERED, READ_COMMITTED, BrokerClient)
+from kafka_tiered_source.model import EARLIEST, LATEST, LATEST_TIERED
+from kafka_tiered_source.protocol.client import READ_COMMITTED, BrokerClient
 from kafka_tiered_source.protocol.sasl import ScramCredential, ScramServer, SaslError, parse_plain
 
 TOPIC = "orders"

@@ -11,7 +11,7 @@ from kafka_tiered_source.planning.estimate import check_budget, estimate_plan
 from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.metrics.reader import ReadStats, ReadTotals
 from kafka_tiered_source.planning import BrokerRange, Plan, ReadTask, RemoteRange
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.storage.segment import RemoteSegment
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders"}

@@ -174,7 +174,7 @@ def test_a_read_over_budget_is_refused_before_any_get(sp, s3):
 
 def test_budget_and_cost_options_are_checked_at_load(sp, s3):
     from kafka_tiered_source.errors import ConfigError
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     for bad, option in (({"cost.budget.usd": "cheap"}, "cost.budget.usd"),
                         ({"cost.preset": "aws-glacier"}, "cost.preset"),
                         ({"cost.egress": "moon"}, "cost.egress"),
@@ -193,7 +193,7 @@ def test_estimate_counts_part_gets_of_split_ranges(s3):
     from kafka_tiered_source.planning.estimate import estimate_plan
     from kafka_tiered_source.planning.tasks import RemoteRange
     from kafka_tiered_source import planning
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     from kafka_tiered_source.executor import TaskReader
     opts = ReadOptions.parse(assign_options(s3, **{"minPartitions": "5", "telemetry.push.enabled": "false",
                                                    "fetch.remote.part.size.bytes": "40000"}))
@@ -230,7 +230,7 @@ def test_the_planner_hands_the_manifests_it_read_to_the_tasks(s3):
     from kafka_tiered_source.planning.estimate import estimate_plan
     from kafka_tiered_source.planning.tasks import RemoteRange
     from kafka_tiered_source import planning
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     opts = ReadOptions.parse(assign_options(s3, **{"partition.target.bytes": "30000",
                                                    "telemetry.push.enabled": "false"}))
     s3.proxy.reset()
@@ -263,7 +263,7 @@ def test_the_planner_hands_the_manifests_it_read_to_the_tasks(s3):
 def test_spark_read_gets_each_manifest_once(sp, s3):
     """The same through Spark: the planner's one manifest GET per segment is the only one."""
     from kafka_tiered_source import planning
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     opts = assign_options(s3, **{"partition.target.bytes": "30000", "telemetry.push.enabled": "false"})
     segments = {r.segment.segment_id for r in planning.plan(ReadOptions.parse(opts)).remote_ranges}
     s3.proxy.reset()

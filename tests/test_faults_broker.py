@@ -26,7 +26,7 @@ from kafka_tiered_source.errors import BrokerError, DataLossError
 from kafka_tiered_source.protocol import codec, messages as m
 from kafka_tiered_source.protocol.client import BrokerClient
 from kafka_tiered_source import planning
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 

@@ -16,7 +16,7 @@ from storage_servers import S3_KEY_ID, S3_SECRET, Blackhole, FaultProxy, MotoS3,
 
 from kafka_tiered_source.errors import DataLossError
 from kafka_tiered_source import planning
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 

@@ -26,9 +26,9 @@ from kafka_tiered_source.errors import ConfigError, DataLossError
 from kafka_tiered_source.ids import random_uuid, uuid_to_str
 from kafka_tiered_source.errors import OfflinePlanningError
 from kafka_tiered_source.planning.offline import plan_offline
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.storage import aiven, layouts
-from kafka_tiered_source.storage.config import FetcherConfig
+from kafka_tiered_source.options import FetcherConfig
 from kafka_tiered_source.errors import ListingNotSupported
 from kafka_tiered_source.storage.registry import create_fetcher
 from kafka_tiered_source.executor import TaskReader

@@ -319,7 +319,7 @@ def test_bad_limits_are_refused():
 # ---------------------------------------------------------------------------------------------
 def test_planner_carries_known_manifests_and_reads_those_of_segments_shared_by_tasks():
     from kafka_tiered_source.planning.online import Planner
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     from kafka_tiered_source.storage import CountingObserver, aiven, create_fetcher
     from storage_servers import DictFetcher
 

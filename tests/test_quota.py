@@ -15,7 +15,7 @@ from kafka_tiered_source.planning.estimate import estimate_plan
 from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.quota import QuotaConfig, ReaderQuota, TokenBucket
 from kafka_tiered_source import planning
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 

@@ -1,4 +1,4 @@
-"""Option parsing of the kafka-tiered source (kafka_tiered_source.spark.options).
+"""Option parsing of the kafka-tiered source (kafka_tiered_source.options).
 
 Expected behaviour follows Spark's KafkaSourceProvider for batch reads (names, defaults,
 precedence, refusals); the differences are the documented ones of the options module.
@@ -11,20 +11,10 @@ import pickle
 import pytest
 
 from kafka_tiered_source.errors import ConfigError
-from kafka_tiered_source.spark.options import (
-    Assign,
-    EarliestOffsets,
-    GlobalTimestamp,
-    LatestOffsets,
-    OptionMap,
-    ReadOptions,
-    SpecificOffsets,
-    SpecificTimestamps,
-    Subscribe,
-    SubscribePattern,
-    TopicPartition,
-    include_headers,
-)
+from kafka_tiered_source.model import (Assign, EarliestOffsets, GlobalTimestamp, LatestOffsets,
+                                       SpecificOffsets, SpecificTimestamps, Subscribe, SubscribePattern,
+                                       TopicPartition)
+from kafka_tiered_source.options import OptionMap, ReadOptions, include_headers
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
 TP = TopicPartition

@@ -24,7 +24,7 @@ from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
 import kafka_tiered_source as kts
 from kafka_tiered_source import planning
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 

@@ -7,7 +7,7 @@ import pytest
 from broker_fixtures import fixture_expected, fixture_segments
 
 from kafka_tiered_source import planning
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 

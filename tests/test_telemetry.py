@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker_fixtures import fixture_segments
 from kafka_tiered_source.metrics.reader import LatencyHistogram, ReadStats, ReadTotals
 from kafka_tiered_source import planning
-from kafka_tiered_source.spark.options import ReadOptions
+from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.telemetry import (broker_metrics_with_clients, decode_otlp, otlp_metrics,
                                            prometheus_text, pushed_metrics_text)

@@ -73,7 +73,7 @@ class TaskReader:
                 raise KafkaTieredError("this read has no kafka.bootstrap.servers, so nothing can be "
                                        "fetched through a broker")
             from ..protocol.client import BrokerClient
-            from ..spark.options import client_properties
+            from ..options import client_properties
             self._client = BrokerClient(client_properties(self.options))
         return self._client
 

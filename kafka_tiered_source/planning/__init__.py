@@ -9,7 +9,7 @@ read_committed readers their aborted transactions with :mod:`.txn`.
 Example (against the embedded broker)::
 
     from kafka_tiered_source.planning import plan
-    from kafka_tiered_source.spark.options import ReadOptions
+    from kafka_tiered_source.options import ReadOptions
     p = plan(ReadOptions.parse({"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}))
     print(len(p.tasks), p.remote_segments, p.locators)
 """
@@ -32,7 +32,7 @@ def plan(options) -> Plan:
         from .offline import plan_offline
         return plan_offline(options)
     from ..protocol.client import BrokerClient
-    from ..spark.options import client_properties
+    from ..options import client_properties
     from ..storage.registry import create_fetcher
     from .online import Planner
     storage = options.storage

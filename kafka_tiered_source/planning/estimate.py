@@ -82,7 +82,7 @@ def estimate(spark=None, options: dict | None = None, **kw) -> Estimate:
     location Fetches) but issues no storage GET unless segments must be split by their offset
     index (``minPartitions``, ``maxRecordsPerPartition``, or segments above
     ``partition.target.bytes``; Aiven: with the split segments' manifests)."""
-    from ..spark.options import ReadOptions
+    from ..options import ReadOptions
     from . import plan
     opts = dict(options or {})
     opts.update(kw)

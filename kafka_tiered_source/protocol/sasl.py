@@ -13,11 +13,14 @@ import os
 from dataclasses import dataclass
 
 from ..errors import SaslError
+from ..options.client import SASL_MECHANISMS as MECHANISMS   # declared with the option table
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 #: Kafka refuses fewer iterations than this for SCRAM credentials.
 MIN_ITERATIONS = 4096
+
+__all__ = ["MECHANISMS", "MIN_ITERATIONS", "SaslError", "ScramClient", "ScramCredential", "ScramServer",
+           "parse_plain", "plain_initial_response"]
 
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .options import ReadOptions
+from ..options import ReadOptions
 from .schema import ddl
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 Backends are imported lazily (``create_fetcher`` / the registry), so importing this package
 pulls in no cloud SDK.
 """
-from .config import FETCH_OPTIONS, REMOTE_STORAGE_OPTIONS, FetcherConfig
+from ..options.storage import FetcherConfig
 from .fetcher import ObjectStoreFetcher, RemoteConnectionError, RemoteStorageFetcher
 from .observer import CountingObserver, FetchObserver
 from .registry import (BUILTIN_FETCHERS, available_fetchers, create_fetcher, fetcher_class,
@@ -12,5 +12,4 @@ from .segment import RemoteSegment
 
 __all__ = ["RemoteSegment", "RemoteStorageFetcher", "ObjectStoreFetcher", "FetcherConfig",
            "FetchObserver", "CountingObserver", "create_fetcher", "fetcher_class", "register_fetcher",
-           "available_fetchers", "BUILTIN_FETCHERS", "REMOTE_STORAGE_OPTIONS", "FETCH_OPTIONS",
-           "RemoteConnectionError"]
+           "available_fetchers", "BUILTIN_FETCHERS", "RemoteConnectionError"]

@@ -43,7 +43,7 @@ from typing import Iterator, Sequence
 from ..errors import (ListingNotSupported, RemoteAccessDenied, RemoteConnectionError, RemoteObjectNotFound,
                       RemoteServerError, RemoteStorageError, RemoteThrottled, SegmentFormatError)
 from . import aiven
-from .config import FetcherConfig
+from ..options.storage import FetcherConfig
 from .layouts import AivenLayout, KafkaLocalTieredLayout, TemplateLayout
 from .observer import FetchObserver
 

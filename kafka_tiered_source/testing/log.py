@@ -37,8 +37,6 @@ INDEX_INTERVAL_BYTES = 4096
 TXN_ENTRY_SIZE = TXN_ENTRY.size          # 34
 NO_TIMESTAMP = -1
 
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 
 class StorageError(KafkaTieredError):
     """A request the log refuses; ``error_name``/``error_code`` are what the broker answers."""

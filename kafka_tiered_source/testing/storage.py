@@ -26,10 +26,11 @@ from ..ids import random_uuid, uuid_from_str, uuid_to_str
 # ListOffsets special timestamps: the shared model's constants, which the client sends
 from ..model import (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST, LATEST_TIERED,
                      MAX_TIMESTAMP)
+from ..options.client import READ_COMMITTED
 from ..protocol.errors import code_of
 from ..redact import Secret
 from .log import (
-    NO_TIMESTAMP, READ_COMMITTED, AbortedTxn, PartitionLog, StorageError,
+    NO_TIMESTAMP, AbortedTxn, PartitionLog, StorageError,
 )
 from .remote import S3Options, open_remote_store
 from .tiering import (

@@ -1,0 +1,348 @@
+"""The ``kafka-tiered`` source's options, parsed once into a frozen, typed :class:`ReadOptions`.
+
+Spark hands a Python data source a case-insensitive dict of strings (keys arrive lower-cased).
+:meth:`ReadOptions.parse` turns it into :class:`ReadOptions`, or raises :class:`ConfigError`
+naming the offending option.  Names, defaults, precedence and error conditions follow Spark's
+built-in Kafka source for batch queries (``KafkaSourceProvider``); where this source is stricter
+or differs, the docstring of the relevant piece says so and why.
+
+Differences from Spark's Kafka source, on purpose:
+
+* Unknown options are refused (Spark ignores them): a misspelt ``startingOfsets`` silently reading
+  from ``earliest`` is the costly kind of backfill mistake.  The error lists a suggestion.
+* ``kafka.key.serializer`` / ``kafka.value.serializer`` are refused too (Spark refuses them only on
+  its write path; this source never writes).
+* What Spark only finds at run time is found here when the options alone tell; see
+  :mod:`.offsets` for the structured options (strategies, offsets, timestamps).
+* ``kafka.isolation.level`` is accepted in any letter case and normalised to Kafka's lower-case
+  names (Kafka itself would refuse ``READ_COMMITTED``).
+* Streaming-only options (``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``,
+  ``maxTriggerDelay``) are accepted and ignored with a warning, as Spark does for batch; so is
+  ``groupIdPrefix`` (this source joins no consumer group).  They are listed in
+  :attr:`ReadOptions.ignored`.
+
+Every option is a row of the option table (:mod:`.table`: name, parser, default, secret flag,
+doc); the ``remote.storage.*`` and ``fetch.remote.*`` ones are parsed into the storage layer's
+:class:`~.storage.FetcherConfig`, and the ``kafka.*`` ones are checked against the Kafka client's
+rows here and parsed into :class:`~.client.ClientConfig` when the client is built.  Offline mode
+(no ``kafka.bootstrap.servers``) needs ``remote.storage.uri`` or an explicit
+``remote.storage.layout``: without either the missing bootstrap servers are the error.  Offline,
+``fetch.remote.enabled=false``, the ``presigned`` fetcher and the ``template`` layout are refused
+(see :mod:`kafka_tiered_source.planning.offline`).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..errors import ConfigError
+from ..model import EarliestOffsets, LatestOffsets, OffsetBound, Strategy
+from ..redact import REDACTED, is_secret_key
+from . import offsets
+from . import values as v
+from .pricing import CostModel
+from .quotas import QuotaConfig
+from .storage import FetcherConfig
+from .table import BY_KEY, ISOLATION_LEVELS, MIB, in_group, unknown, unknown_kafka
+
+log = logging.getLogger(__name__)
+
+KAFKA_PREFIX = "kafka."
+REMOTE_STORAGE_PREFIX = "remote.storage."
+FETCH_REMOTE_PREFIX = "fetch.remote."
+# Kafka "host:port"; the host may be a bracketed IPv6 literal.
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]/]+):([0-9]{1,5})$")
+
+# Options that explain themselves better than "unknown option".
+_MISPLACED = {
+    "topic": "'topic' is an option of Spark's Kafka *sink*; kafka-tiered only reads. "
+             "Use 'subscribe', 'subscribePattern' or 'assign'",
+    "path": "kafka-tiered takes no path; name the topics with 'subscribe', 'subscribePattern' "
+            "or 'assign' and the storage with the 'remote.storage.*' options",
+}
+
+# Kafka client settings refused, with the reason Spark gives for each (Spark's wording, kept
+# short).  Keys are the names after the "kafka." prefix.
+_REFUSED_KAFKA = {
+    "auto.offset.reset": "Kafka option 'auto.offset.reset' is not supported. Instead set the "
+                         "source option 'startingOffsets' to 'earliest' or an offsets JSON to "
+                         "specify where to start, and 'endingOffsets' where to stop",
+    "key.deserializer": "Kafka option 'key.deserializer' is not supported as keys are returned "
+                        "as byte arrays. Use DataFrame operations to explicitly deserialize "
+                        "the keys",
+    "value.deserializer": "Kafka option 'value.deserializer' is not supported as values are "
+                          "returned as byte arrays. Use DataFrame operations to explicitly "
+                          "deserialize the values",
+    "key.serializer": "Kafka option 'key.serializer' is not supported: kafka-tiered only reads",
+    "value.serializer": "Kafka option 'value.serializer' is not supported: kafka-tiered only "
+                        "reads",
+    "enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported: offsets are "
+                          "managed by the source and never committed",
+    "interceptor.classes": "Kafka option 'interceptor.classes' is not supported: interceptors "
+                           "can modify the records, so they are not safe",
+}
+
+
+class OptionMap(Mapping):
+    """An immutable, picklable ``str -> str`` mapping whose repr hides secret values.
+
+    Used for the ``kafka.*`` pass-through settings.
+    """
+
+    __slots__ = ("_items", "_dict")
+
+    def __init__(self, items=()):
+        pairs = tuple(sorted(dict(items).items()))
+        object.__setattr__(self, "_items", pairs)
+        object.__setattr__(self, "_dict", dict(pairs))
+
+    def __getitem__(self, key):
+        return self._dict[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("OptionMap is immutable")
+
+    def __eq__(self, other):
+        if isinstance(other, OptionMap):
+            return self._items == other._items
+        return isinstance(other, Mapping) and dict(self._items) == dict(other)
+
+    def __hash__(self):
+        return hash(self._items)
+
+    def __reduce__(self):
+        return (OptionMap, (self._items,))
+
+    def redacted(self) -> dict:
+        return {k: (REDACTED if is_secret_key(k) else v) for k, v in self._items}
+
+    def __repr__(self) -> str:
+        return f"OptionMap({self.redacted()!r})"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Everything a batch read needs from the options, parsed and checked.
+
+    ``bootstrap_servers`` is empty in offline mode: no broker, the segments are found through
+    listing remote storage (``remote.storage.uri`` or an explicit ``remote.storage.layout``).  ``kafka`` holds every
+    ``kafka.*`` option with the prefix stripped, for the broker client (security settings and the
+    rest).  ``storage`` is the storage layer's own parse of the ``remote.storage.*`` and
+    ``fetch.remote.*`` options; ``fetch_remote_enabled`` (``fetch.remote.enabled``) false means
+    every offset is fetched from the brokers.
+    """
+    strategy: Strategy
+    bootstrap_servers: tuple[str, ...] = ()
+    starting_offsets: OffsetBound = EarliestOffsets()
+    ending_offsets: OffsetBound = LatestOffsets()
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    include_headers: bool = False
+    isolation_level: str = "read_uncommitted"
+    client_id: str = "kafka-tiered"
+    kafka: OptionMap = field(default_factory=OptionMap)
+    storage: FetcherConfig = field(default_factory=FetcherConfig)
+    fetch_remote_enabled: bool = True
+    partition_target_bytes: int = 128 * MIB
+    poll_timeout_ms: int = 120_000          # kafkaConsumer.pollTimeoutMs (Spark: network timeout)
+    fetch_offset_num_retries: int = 3       # fetchOffset.numRetries
+    fetch_offset_retry_interval_ms: int = 10  # fetchOffset.retryIntervalMs
+    ignored: tuple[str, ...] = ()           # accepted-but-ignored options, canonical names
+    cost: CostModel = field(default_factory=CostModel)       # cost.*
+    quota: QuotaConfig = field(default_factory=QuotaConfig)  # quota.*
+    metrics_jsonl_path: str | None = None   # metrics.jsonl.path: one JSON line per task
+    telemetry_push: bool = True             # telemetry.push.enabled (KIP-714 push to the broker)
+
+    @property
+    def offline(self) -> bool:
+        return not self.bootstrap_servers
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
+        return parse_read_options(options)
+
+
+def _bootstrap(value: str) -> tuple[str, ...]:
+    name = "kafka.bootstrap.servers"
+    servers = tuple(s.strip() for s in value.split(",") if s.strip())
+    if not servers:
+        raise ConfigError(f"Option '{name}' is empty", option=name)
+    for server in servers:
+        match = _HOST_PORT.match(server)
+        if not match or not 0 < int(match.group(2)) <= 65535:
+            raise ConfigError(f"Option '{name}': {server!r} is not host:port", option=name)
+    return servers
+
+
+def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+    # Spark delivers lower-cased keys; lower-case again so a plain dict behaves the same.
+    opts: dict[str, str] = {}
+    for raw_key, value in options.items():
+        key = str(raw_key).strip().lower()
+        if key in opts:
+            raise ConfigError(f"Option '{raw_key}' is given twice (option names are "
+                              f"case-insensitive)", option=str(raw_key))
+        if value is None or not isinstance(value, str):
+            raise ConfigError(f"Option '{raw_key}' must be a string, got "
+                              f"{type(value).__name__}", option=str(raw_key))
+        opts[key] = value
+
+    kafka: dict[str, str] = {}
+    storage_opts: dict[str, str] = {}
+    for key, value in opts.items():
+        if key.startswith(KAFKA_PREFIX):
+            setting = key[len(KAFKA_PREFIX):]
+            if not setting:
+                raise ConfigError("Option 'kafka.' names no Kafka setting", option=key)
+            if setting in _REFUSED_KAFKA:
+                raise ConfigError(_REFUSED_KAFKA[setting], option=key)
+            refusal = unknown_kafka(setting, key)
+            if refusal is not None:
+                raise refusal
+            kafka[setting] = value
+        elif key.startswith(REMOTE_STORAGE_PREFIX) or (key.startswith(FETCH_REMOTE_PREFIX)
+                                                        and key in BY_KEY):
+            storage_opts[key] = value
+        elif key in _MISPLACED:
+            raise ConfigError(_MISPLACED[key], option=key)
+        else:
+            refusal = unknown(key)
+            if refusal is not None:
+                raise refusal
+
+    strategy = offsets.strategy(opts)
+
+    ts_strategy = offsets.timestamp_strategy(opts)
+    starting = offsets.bound(opts, side="starting", strategy=ts_strategy)
+    ending = offsets.bound(opts, side="ending", strategy=ts_strategy)
+    offsets.check_bounds(opts, strategy, starting, ending)
+
+    def opt(name: str):
+        """The option's parsed value, or the table's default."""
+        option = BY_KEY[name.lower()]
+        return option.value(opts[option.key]) if option.key in opts else option.default
+
+    # Remote storage first: it decides whether a broker is required.  The storage layer owns
+    # these options; a third-party fetcher's own "remote.storage.<name>.*" options pass.
+    storage = FetcherConfig.from_options(storage_opts)
+    fetch_remote_enabled = opt("fetch.remote.enabled")
+
+    if "bootstrap.servers" in kafka:
+        bootstrap = _bootstrap(kafka["bootstrap.servers"])
+    else:
+        # Offline mode: the segments are found from the storage layout alone.
+        if "remote.storage.layout" not in opts and "remote.storage.uri" not in opts:
+            raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for "
+                              "configuring the Kafka client (or, to read without a broker, "
+                              "'remote.storage.uri' or 'remote.storage.layout' with the storage "
+                              "location options)", option="kafka.bootstrap.servers")
+        if storage.fetcher == "presigned":
+            raise ConfigError("Option 'remote.storage.fetcher' is 'presigned' but no "
+                              "'kafka.bootstrap.servers' is given: presigned URLs come from the "
+                              "broker, and a URL cannot list a bucket to find segments",
+                              option="remote.storage.fetcher")
+        if storage.layout == "template":
+            raise ConfigError("Option 'remote.storage.layout' is 'template' but no "
+                              "'kafka.bootstrap.servers' is given: segments are found offline by "
+                              "listing, which needs the aiven or kafka-local-tiered layout",
+                              option="remote.storage.layout")
+        if not fetch_remote_enabled:
+            raise ConfigError("Option 'fetch.remote.enabled' is false but no "
+                              "'kafka.bootstrap.servers' is given: with neither a broker nor "
+                              "remote storage there is nothing to read from",
+                              option="fetch.remote.enabled")
+        bootstrap = ()
+
+    isolation = "read_uncommitted"
+    if "isolation.level" in kafka:
+        isolation = v.choice("Option 'kafka.isolation.level'", "kafka.isolation.level",
+                             kafka["isolation.level"], choices=ISOLATION_LEVELS)
+        kafka["isolation.level"] = isolation
+
+    client_id = "kafka-tiered"
+    if "client.id" in opts:
+        client_id = opt("client.id")
+        if "client.id" in kafka and kafka["client.id"].strip() != client_id:
+            raise ConfigError("Options 'client.id' and 'kafka.client.id' differ; give one",
+                              option="client.id")
+    elif "client.id" in kafka and kafka["client.id"].strip():
+        client_id = kafka["client.id"].strip()
+
+    min_off = opts.get("minoffsetspertrigger")
+    max_off = opts.get("maxoffsetspertrigger")
+    if min_off is not None and max_off is not None:
+        # Spark checks this even for batch queries, which then ignore both.
+        low, high = opt("minOffsetsPerTrigger"), opt("maxOffsetsPerTrigger")
+        if low > high:
+            raise ConfigError(f"The value of minOffsetsPerTrigger ({low}) is higher than "
+                              f"maxOffsetsPerTrigger ({high})", option="minOffsetsPerTrigger")
+    ignored = []
+    for option in in_group("streaming"):
+        if option.key in opts:
+            log.warning("Option '%s' ignored: %s", option.name, option.doc)
+            ignored.append(option.name)
+
+    return ReadOptions(
+        strategy=strategy,
+        bootstrap_servers=bootstrap,
+        starting_offsets=starting,
+        ending_offsets=ending,
+        fail_on_data_loss=opt("failOnDataLoss"),
+        min_partitions=opt("minPartitions"),
+        max_records_per_partition=opt("maxRecordsPerPartition"),
+        include_headers=opt("includeHeaders"),
+        isolation_level=isolation,
+        client_id=client_id,
+        kafka=OptionMap(kafka),
+        storage=storage,
+        fetch_remote_enabled=fetch_remote_enabled,
+        partition_target_bytes=opt("partition.target.bytes"),
+        poll_timeout_ms=opt("kafkaConsumer.pollTimeoutMs"),
+        fetch_offset_num_retries=opt("fetchOffset.numRetries"),
+        fetch_offset_retry_interval_ms=opt("fetchOffset.retryIntervalMs"),
+        ignored=tuple(ignored),
+        cost=CostModel.of(opt("cost.preset"), opt("cost.egress"),
+                          get_per_1000=opt("cost.rate.get.per.1000"),
+                          egress_per_gb=opt("cost.rate.egress.per.gb"),
+                          broker_per_gb=opt("cost.rate.broker.per.gb"),
+                          budget_usd=opt("cost.budget.usd")),
+        quota=QuotaConfig(opt("quota.remote.bytes.per.second"), opt("quota.remote.requests.per.second"),
+                          opt("quota.job.remote.bytes.per.second"),
+                          opt("quota.job.remote.requests.per.second")),
+        metrics_jsonl_path=opt("metrics.jsonl.path"),
+        telemetry_push=opt("telemetry.push.enabled"),
+    )
+
+
+def include_headers(options: Mapping[str, str]) -> bool:
+    """Just ``includeHeaders``, for ``DataSource.schema()`` (Spark reads only this to build the
+    schema); invalid values raise ConfigError like the full parse."""
+    for key, value in options.items():
+        if str(key).lower() == "includeheaders":
+            return BY_KEY["includeheaders"].value(value)
+    return False
+
+
+def client_properties(options: ReadOptions) -> dict:
+    """Kafka client properties from :class:`ReadOptions` (``kafka.*`` with the prefix stripped)."""
+    props = dict(options.kafka)
+    props["bootstrap.servers"] = ",".join(options.bootstrap_servers)
+    props.setdefault("client.id", options.client_id)
+    props["isolation.level"] = options.isolation_level
+    return props

@@ -1,0 +1,273 @@
+"""Every option, declared once: name, parser, default, secret flag and one line of doc.
+
+The Spark source's options, the storage layer's ``remote.storage.*`` / ``fetch.remote.*`` and
+the Kafka client's properties are rows of the same table, checked by the same validator
+(:func:`unknown`): a name that is not declared is refused by name, with the closest declared
+name as a suggestion, whatever else is set.  Only a third-party fetcher's own declared options
+(``remote.storage.<its name>.*``) and ``remote.storage.custom.*`` (for a
+``remote.storage.fetcher.class``) pass through.  README's option table is :func:`markdown_table`.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable
+
+from ..errors import ConfigError
+from . import values as v
+from .pricing import EGRESS_CLASSES as _EGRESS
+from .pricing import PRESETS
+
+KIB = 1024
+MIB = 1024 * KIB
+
+# How each family names its options in messages (see values.py).
+LABELS = {"spark": "Option '{}'", "streaming": "Option '{}'", "source": "Option '{}'",
+          "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'",
+          "storage": "option {}", "s3": "option {}", "gcs": "option {}", "azure": "option {}",
+          "fsspec": "option {}", "fetch": "option {}", "kafka": "{}"}
+
+GROUP_TITLES = {
+    "spark": "Spark's Kafka source options", "streaming": "Streaming options (accepted, ignored by batch reads)",
+    "source": "Options of kafka-tiered", "storage": "Remote storage", "s3": "S3 (`remote.storage.fetcher=s3`)",
+    "gcs": "GCS (`remote.storage.fetcher=gcs`)", "azure": "Azure Blob (`remote.storage.fetcher=azure`)",
+    "fsspec": "fsspec (`remote.storage.fetcher=fsspec`)", "fetch": "Direct reads",
+    "cost": "Costs", "quota": "Quotas", "metrics": "Metrics",
+    "kafka": "Kafka client (`kafka.` + the property)",
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str                                   # canonical spelling
+    group: str
+    doc: str
+    parse: Callable[[str, str, Any], Any] = v.text   # (label, name, raw) -> value
+    default: Any = None
+    secret: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.group].format(self.name)
+
+    def value(self, raw):
+        return self.parse(self.label, self.name, raw)
+
+
+def _int(minimum: int, maximum: int = v.INT64_MAX):
+    return partial(v.integer, minimum=minimum, maximum=maximum)
+
+
+SPARK_BOOL = v.boolean
+LENIENT_BOOL = partial(v.boolean, lenient=True)
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+LAYOUTS = ("aiven", "kafka-local-tiered", "template")
+
+O = Option
+OPTIONS: tuple[Option, ...] = (
+    # -- Spark's Kafka source --------------------------------------------------------------------
+    O("subscribe", "spark", "comma-separated topics to read"),
+    O("subscribePattern", "spark", "regular expression (Python `re`, whole name) of the topics to read"),
+    O("assign", "spark", 'JSON topic-partitions to read, e.g. `{"t":[0,1]}`'),
+    O("startingOffsets", "spark", "`earliest` (default), or JSON offsets per partition (-2 earliest)"),
+    O("endingOffsets", "spark", "`latest` (default), or JSON offsets per partition (-1 latest)"),
+    O("startingTimestamp", "spark", "start at the first record at or after this time (ms) in every partition"),
+    O("endingTimestamp", "spark", "stop before the first record at or after this time (ms)"),
+    O("startingOffsetsByTimestamp", "spark", "JSON start timestamps (ms) per partition"),
+    O("endingOffsetsByTimestamp", "spark", "JSON end timestamps (ms) per partition"),
+    O("startingOffsetsByTimestampStrategy", "spark", "`error` (default) or `latest` when no record is that late",
+      partial(v.choice, choices=("error", "latest")), "error"),
+    O("failOnDataLoss", "spark", "fail when offsets were deleted by retention", SPARK_BOOL, True),
+    O("minPartitions", "spark", "at least this many Spark partitions", _int(1, v.INT32_MAX)),
+    O("maxRecordsPerPartition", "spark", "at most this many offsets per Spark partition", _int(1)),
+    O("includeHeaders", "spark", "add the `headers` column", SPARK_BOOL, False),
+    O("kafkaConsumer.pollTimeoutMs", "spark", "broker request timeout (ms)", _int(1), 120_000),
+    O("fetchOffset.numRetries", "spark", "ListOffsets retries", _int(0, v.INT32_MAX), 3),
+    O("fetchOffset.retryIntervalMs", "spark", "wait between ListOffsets retries (ms)", _int(0), 10),
+    O("maxOffsetsPerTrigger", "streaming", "streaming only; ignored by batch reads", _int(0)),
+    O("minOffsetsPerTrigger", "streaming", "streaming only; ignored by batch reads", _int(0)),
+    O("maxTriggerDelay", "streaming", "streaming only; ignored by batch reads"),
+    O("groupIdPrefix", "streaming", "ignored: kafka-tiered joins no consumer group"),
+    # -- kafka-tiered's own ----------------------------------------------------------------------
+    O("client.id", "source", "client-id that metrics and costs are attributed to (default: the Spark app name)",
+      v.nonempty),
+    O("partition.target.bytes", "source", "bytes per Spark partition", _int(1), 128 * MIB),
+    O("fetch.remote.enabled", "source", "read tiered segments directly; `false` reads everything through brokers",
+      SPARK_BOOL, True),
+    # -- where the objects are -------------------------------------------------------------------
+    O("remote.storage.fetcher", "storage", "fetcher name: s3, gcs, azure, fsspec, presigned, or one registered "
+      "under the entry-point group kafka_tiered_source.fetchers", lambda label, name, raw: str(raw).strip().lower()),
+    O("remote.storage.fetcher.class", "storage", "dotted path (pkg.mod:Class) of your own RemoteStorageFetcher "
+      "subclass; wins over remote.storage.fetcher", lambda label, name, raw: str(raw).strip()),
+    O("remote.storage.layout", "storage", "object layout: aiven (default), kafka-local-tiered or template",
+      partial(v.choice, choices=LAYOUTS), "aiven"),
+    O("remote.storage.layout.template", "storage", "format string of the template layout, fields {prefix} {topic} "
+      "{topic_id} {partition} {base_offset} {end_offset} {segment_id} {suffix}"),
+    O("remote.storage.layout.padded.offsets", "storage", "kafka-local-tiered: zero-pad offsets to 20 digits",
+      LENIENT_BOOL, True),
+    O("remote.storage.prefix", "storage", "key prefix (Aiven key.prefix; root directory for kafka-local-tiered)",
+      v.text, ""),
+    O("remote.storage.uri", "storage", "shortcut for fetcher, bucket and prefix: s3://bucket/prefix, gs://..., "
+      "az://container/prefix, abfs://container@account.dfs.core.windows.net/prefix, file:///path, memory://path"),
+    O("remote.storage.s3.bucket", "s3", "bucket"),
+    O("remote.storage.s3.endpoint", "s3", "endpoint URL (MinIO, moto, ...); default AWS"),
+    O("remote.storage.s3.region", "s3", "region (default: the standard chain, else us-east-1)"),
+    O("remote.storage.s3.access.key.id", "s3", "access key id (default: the standard credential chain)", secret=True),
+    O("remote.storage.s3.secret.access.key", "s3", "secret access key", secret=True),
+    O("remote.storage.s3.session.token", "s3", "session token", secret=True),
+    O("remote.storage.s3.path.style.access", "s3", "true for path-style addressing (default: true with an endpoint)"),
+    O("remote.storage.gcs.bucket", "gcs", "bucket"),
+    O("remote.storage.gcs.endpoint", "gcs", "endpoint URL (emulator); default Google"),
+    O("remote.storage.gcs.project", "gcs", "project"),
+    O("remote.storage.gcs.credentials", "gcs", "gcsfs token: path to a service-account JSON, anon, google_default "
+      "(default), cloud, browser", secret=True),
+    O("remote.storage.azure.container", "azure", "blob container"),
+    O("remote.storage.azure.account.name", "azure", "storage account name"),
+    O("remote.storage.azure.account.key", "azure", "storage account key", secret=True),
+    O("remote.storage.azure.connection.string", "azure", "connection string (wins over account name and key)",
+      secret=True),
+    O("remote.storage.azure.sas.token", "azure", "SAS token", secret=True),
+    O("remote.storage.azure.endpoint", "azure", "blob endpoint URL (Azurite: http://127.0.0.1:port/account)"),
+    O("remote.storage.fsspec.url", "fsspec", "root URL (file:///data, memory://root, ...)"),
+    # -- how hard direct reads try ---------------------------------------------------------------
+    O("fetch.remote.connect.timeout.ms", "fetch", "connect timeout of one GET; a timeout falls back to the broker",
+      _int(1), 1000),
+    O("fetch.remote.read.timeout.ms", "fetch", "socket read timeout of one GET", _int(1), 5000),
+    O("fetch.remote.part.size.bytes", "fetch", "large ranges are split into GETs of this size", _int(1), 8 * MIB),
+    O("fetch.remote.concurrency", "fetch", "parts fetched at once by one fetcher", _int(1), 4),
+    O("fetch.remote.coalesce.gap.bytes", "fetch", "ranges closer than this are read in one GET", _int(0), 1 * MIB),
+    O("fetch.remote.retry.max.attempts", "fetch", "attempts per GET on throttling, 5xx and connection errors",
+      _int(1), 5),
+    O("fetch.remote.retry.backoff.ms", "fetch", "first back-off; doubles per attempt, with jitter", _int(1), 100),
+    O("fetch.remote.retry.backoff.max.ms", "fetch", "back-off cap", _int(1), 5000),
+    O("fetch.remote.manifest.cache.size", "fetch", "Aiven manifests kept per fetcher", _int(0), 1024),
+    # -- accounting ------------------------------------------------------------------------------
+    O("cost.preset", "cost", "price model: aws-s3-standard (default), gcs-standard, azure-hot",
+      partial(v.choice, choices=tuple(PRESETS)), "aws-s3-standard"),
+    O("cost.egress", "cost", "egress class: same-region (default), inter-az, inter-region, internet",
+      partial(v.choice, choices=_EGRESS), "same-region"),
+    O("cost.rate.get.per.1000", "cost", "override: dollars per 1,000 GETs", partial(v.number, positive=False)),
+    O("cost.rate.egress.per.gb", "cost", "override: dollars per GB read from storage", partial(v.number, positive=False)),
+    O("cost.rate.broker.per.gb", "cost", "override: dollars per GB through brokers", partial(v.number, positive=False)),
+    O("cost.budget.usd", "cost", "refuse a read estimated above this, before any GET", partial(v.number, positive=False)),
+    O("quota.remote.bytes.per.second", "quota", "per-task byte rate from storage", partial(v.number, positive=True)),
+    O("quota.remote.requests.per.second", "quota", "per-task GET rate", partial(v.number, positive=True)),
+    O("quota.job.remote.bytes.per.second", "quota", "job byte rate, split over the tasks", partial(v.number, positive=True)),
+    O("quota.job.remote.requests.per.second", "quota", "job GET rate, split over the tasks",
+      partial(v.number, positive=True)),
+    O("metrics.jsonl.path", "metrics", "each task appends its metrics here as a JSON line", v.nonempty),
+    O("telemetry.push.enabled", "metrics", "push task metrics to the broker (KIP-714) when it asks",
+      SPARK_BOOL, True),
+)
+
+KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) for n, d, p, dflt, s in (
+    ("bootstrap.servers", "host:port,... of the brokers (none: read remote storage alone)", v.text, None, False),
+    ("security.protocol", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", v.text, "PLAINTEXT", False),
+    ("sasl.mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", v.text, "PLAIN", False),
+    ("sasl.jaas.config", 'a JAAS line with username="..." password="..."', v.text, None, True),
+    ("sasl.username", "SASL user", v.text, None, False),
+    ("sasl.password", "SASL password", v.text, None, True),
+    ("ssl.cafile", "CA certificates (PEM)", v.text, None, False),
+    ("ssl.certfile", "client certificate (PEM)", v.text, None, False),
+    ("ssl.keyfile", "client key (PEM)", v.text, None, True),
+    ("ssl.key.password", "password of the client key", v.text, None, True),
+    ("ssl.password", "password of the client key (alias)", v.text, None, True),
+    ("ssl.check.hostname", "verify the broker's host name", LENIENT_BOOL, True, False),
+    ("ssl.endpoint.identification.algorithm", "`https` verifies the host name, empty does not", v.text, None, False),
+    ("ssl.truststore.location", "refused: Java keystores are not read (give PEM files)", v.text, None, False),
+    ("ssl.keystore.location", "refused: Java keystores are not read (give PEM files)", v.text, None, True),
+    ("client.id", "client id sent to the brokers", v.text, "kafka-tiered", False),
+    ("client.rack", "rack of the client (follower fetching)", v.text, "", False),
+    ("request.timeout.ms", "broker request timeout", _int(1), 30000, False),
+    ("socket.connection.setup.timeout.ms", "connect timeout", _int(1), 10000, False),
+    ("socket.connection.setup.timeout.max.ms", "connect timeout (Kafka's cap; the same here)", _int(1), 10000, False),
+    ("connections.max.idle.ms", "close idle connections after this", _int(0), 540000, False),
+    ("metadata.max.age.ms", "refresh metadata this often", _int(0), 300000, False),
+    ("retries", "retries of a failed request", _int(0), 5, False),
+    ("retry.backoff.ms", "first back-off between retries", _int(0), 100, False),
+    ("retry.backoff.max.ms", "back-off cap", _int(0), 1000, False),
+    ("fetch.max.wait.ms", "how long a broker may hold a Fetch", _int(0), 500, False),
+    ("fetch.min.bytes", "bytes a broker waits for", _int(0), 1, False),
+    ("fetch.max.bytes", "bytes per Fetch", _int(1), 52428800, False),
+    ("max.partition.fetch.bytes", "bytes per partition per Fetch", _int(1), 1048576, False),
+    ("isolation.level", "read_uncommitted (default) or read_committed",
+     partial(v.choice, choices=ISOLATION_LEVELS), "read_uncommitted", False),
+))
+
+#: Standard Kafka consumer keys that mean nothing to this client (group management, polling,
+#: deserialisation, buffer tuning).  The client accepts and ignores them so a consumer's
+#: properties can be passed unchanged; the Spark source refuses some with Spark's reasons.
+IGNORED_KAFKA_KEYS = frozenset({
+    "group.id", "group.instance.id", "enable.auto.commit", "auto.commit.interval.ms",
+    "auto.offset.reset", "key.deserializer", "value.deserializer", "session.timeout.ms",
+    "heartbeat.interval.ms", "max.poll.records", "max.poll.interval.ms",
+    "partition.assignment.strategy", "interceptor.classes", "metric.reporters",
+    "metrics.num.samples", "metrics.sample.window.ms", "metrics.recording.level",
+    "check.crcs", "exclude.internal.topics", "allow.auto.create.topics",
+    "receive.buffer.bytes", "send.buffer.bytes", "client.dns.lookup", "default.api.timeout.ms",
+    "reconnect.backoff.ms", "reconnect.backoff.max.ms", "enable.metrics.push",
+    # keystore passwords mean nothing without a keystore, whose location options are refused
+    "ssl.keystore.password", "ssl.truststore.password",
+})
+
+BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+KAFKA_BY_KEY: dict[str, Option] = {o.key: o for o in KAFKA_OPTIONS}
+BUILTIN_BACKENDS = ("s3", "gcs", "azure", "fsspec", "presigned")
+CUSTOM_PREFIX = "remote.storage.custom."   # a remote.storage.fetcher.class's own options
+
+def in_group(*groups: str) -> tuple[Option, ...]:
+    return tuple(o for o in OPTIONS if o.group in groups)
+
+
+def suggestion(key: str, candidates) -> str:
+    close = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.75)
+    return close[0] if close else ""
+
+
+def unknown(key: str, *, declared: tuple[str, ...] = ()) -> ConfigError | None:
+    """None when ``key`` (lower-cased, not ``kafka.``) is a declared option or passes through
+    (``remote.storage.custom.*``, or one of ``declared``: a third-party fetcher's own options);
+    else the error that refuses it, with the closest declared name."""
+    if key in BY_KEY or key.startswith(CUSTOM_PREFIX) or key in declared:
+        return None
+    names = {o.key: o.name for o in OPTIONS}
+    names.update({d: d for d in declared})
+    close = suggestion(key, names)
+    hint = f" Did you mean '{names[close]}'?" if close else ""
+    if key.startswith("remote.storage."):
+        valid = ", ".join(sorted(o.name for o in OPTIONS if o.name.startswith("remote.storage.")))
+        return ConfigError(f"unknown option {key}.{hint} Valid remote.storage options: {valid}, "
+                           f"remote.storage.custom.* (for remote.storage.fetcher.class)"
+                           + (f", {', '.join(declared)}" if declared else ""), option=key)
+    return ConfigError(
+        f"Unknown option '{key}' for the kafka-tiered source.{hint} Valid options: "
+        f"{', '.join(sorted(names.values(), key=str.lower))}, plus 'kafka.<Kafka client setting>' "
+        f"and 'remote.storage.<storage setting>'", option=key)
+
+
+def unknown_kafka(key: str, shown: str) -> ConfigError | None:
+    """None for a Kafka client property this client reads or ignores, else its refusal."""
+    if key in KAFKA_BY_KEY or key in IGNORED_KAFKA_KEYS:
+        return None
+    close = suggestion(key, KAFKA_BY_KEY)
+    hint = f"; did you mean {KAFKA_BY_KEY[close].name!r}?" if close else ""
+    return ConfigError(f"unknown Kafka client option {shown!r}{hint}", option=shown)
+
+
+def markdown_table() -> str:
+    """README's option reference, generated from the table."""
+    lines = []
+    for group, title in GROUP_TITLES.items():
+        rows = in_group(group) if group != "kafka" else KAFKA_OPTIONS
+        lines += [f"**{title}**", "", "| option | default | meaning |", "|---|---|---|"]
+        for o in rows:
+            name = f"kafka.{o.name}" if group == "kafka" else o.name
+            default = "–" if o.default in (None, "") else f"`{str(o.default).lower() if isinstance(o.default, bool) else o.default}`"
+            lines.append(f"| `{name}` | {default} | {o.doc}{' (secret)' if o.secret else ''} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,85 @@
+"""Typed values of option strings: the parsers the option table names.
+
+Every parser takes ``(label, name, raw)``: ``label`` is how the option is named in the message
+(each family keeps the spelling its users know: Spark's ``Option 'minPartitions'``, the storage
+layer's ``option remote.storage.prefix``, Kafka's bare ``ssl.check.hostname``), ``name`` its
+canonical name for :attr:`ConfigError.option`, ``raw`` the string given.  Values of secret
+options are never echoed.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import ConfigError
+from ..redact import REDACTED, is_secret_key
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+# Booleans, one rule with one switch.  Options that Spark's Kafka source defines
+# (failOnDataLoss, includeHeaders) and the source's own follow Spark, which takes only
+# true/false; the Kafka client's properties and the storage plugins' options also take the
+# 1/0 and yes/no spellings their configuration files use.
+STRICT_TRUE, STRICT_FALSE = ("true",), ("false",)
+LENIENT_TRUE, LENIENT_FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def show(name: str, raw) -> str:
+    """``raw`` for a message: its repr, or ``***`` for a secret option."""
+    return REDACTED if is_secret_key(name) else repr(raw)
+
+
+def boolean(label: str, name: str, raw, *, lenient: bool = False) -> bool:
+    text = str(raw).strip().lower()
+    if text in (LENIENT_TRUE if lenient else STRICT_TRUE):
+        return True
+    if text in (LENIENT_FALSE if lenient else STRICT_FALSE):
+        return False
+    choices = "true or false" if lenient else "'true' or 'false'"
+    raise ConfigError(f"{label} must be {choices}, got {show(name, raw)}", option=name)
+
+
+def integer(label: str, name: str, raw, *, minimum: int, maximum: int = INT64_MAX) -> int:
+    text = str(raw).strip()
+    if not _INTEGER.match(text):
+        raise ConfigError(f"{label} must be an integer, got {show(name, raw)}", option=name)
+    number = int(text)
+    if number < minimum:
+        what = "positive (>= 1)" if minimum == 1 else f">= {minimum}"
+        raise ConfigError(f"{label} must be {what}, got {number}", option=name)
+    if number > maximum:
+        raise ConfigError(f"{label} must be <= {maximum}, got {number}", option=name)
+    return number
+
+
+def number(label: str, name: str, raw, *, positive: bool) -> float:
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = None
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        raise ConfigError(f"{label} must be a number, got {show(name, raw)}", option=name)
+    if value < 0 or (positive and value == 0):
+        raise ConfigError(f"{label} must be {'> 0' if positive else '>= 0'}, got {value:g}",
+                          option=name)
+    return value
+
+
+def choice(label: str, name: str, raw, *, choices: tuple[str, ...]) -> str:
+    text = str(raw).strip().lower()
+    if text not in choices:
+        raise ConfigError(f"{label} must be one of {', '.join(choices)}; got {show(name, raw)}",
+                          option=name)
+    return text
+
+
+def nonempty(label: str, name: str, raw) -> str:
+    text = str(raw).strip()
+    if not text:
+        raise ConfigError(f"{label} is empty", option=name)
+    return text
+
+
+def text(label: str, name: str, raw) -> str:
+    return str(raw)

@@ -1,0 +1,260 @@
+"""One socket to one broker: TLS and SASL set-up, ApiVersions negotiation, and one request in
+flight at a time (the lock is held from send to receive; the correlation id of every response
+is checked).  :class:`~.client.BrokerClient` routes requests over these."""
+from __future__ import annotations
+
+import random
+import socket
+import ssl
+import struct
+import threading
+import time
+
+from ..errors import BrokerError, ProtocolError
+from ..options.client import ClientConfig
+from . import codec, messages as m
+from .errors import broker_error
+from .sasl import SaslError, ScramClient, plain_initial_response
+
+UNSUPPORTED_VERSION = 35
+SASL_AUTH_FAILED = 58
+REQUEST_TIMED_OUT = 7
+NETWORK_EXCEPTION = 13
+
+
+class ConnectionLost(Exception):
+    """Internal: the socket failed or closed mid-request (always retried on a new socket)."""
+
+
+def recv_exact(sock, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionLost("connection closed by the broker")
+        got += k
+    return buf
+
+
+class BrokerConnection:
+    """One socket to one broker; negotiated API versions; one request in flight at a time."""
+
+    def __init__(self, host: str, port: int, config: ClientConfig, *, node_id: int | None = None):
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.config = config
+        self.address = f"{host}:{port}"
+        self._lock = threading.Lock()
+        self._sock = None
+        self._next_cid = random.randrange(1 << 20)
+        self.api_versions: dict = {}
+        self._last_used = 0.0
+        self._muted_until = 0.0    # monotonic time before which nothing is sent (broker throttle)
+        self.throttled_s = 0.0     # time spent waiting out broker throttles
+
+    def __repr__(self):
+        return f"BrokerConnection({self.address}, node {self.node_id})"
+
+    # -- setup
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        cfg = self.config
+        ctx = ssl.create_default_context(cafile=cfg.ssl_cafile)
+        ctx.check_hostname = cfg.ssl_check_hostname
+        if cfg.ssl_certfile:
+            pw = cfg.ssl_key_password.get() if cfg.ssl_key_password else None
+            ctx.load_cert_chain(cfg.ssl_certfile, cfg.ssl_keyfile, password=pw)
+        return ctx
+
+    def _open(self):
+        cfg = self.config
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=cfg.connect_timeout_ms / 1000)
+        except OSError as exc:
+            raise BrokerError(f"cannot connect: {exc.strerror or exc}", broker=self.address,
+                              retriable=True) from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if cfg.uses_ssl:
+                sock = self._ssl_context().wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLError as exc:
+            sock.close()
+            raise BrokerError(f"TLS handshake failed: {exc.reason or exc}", broker=self.address) from None
+        except OSError as exc:
+            sock.close()
+            raise BrokerError(f"TLS handshake failed: {exc}", broker=self.address, retriable=True) from None
+        self._sock = sock
+        try:
+            self._negotiate_versions()
+            if cfg.uses_sasl:
+                self._authenticate()
+        except BaseException:
+            self._close_locked()
+            raise
+
+    def _negotiate_versions(self):
+        req = m.ApiVersionsRequest(client_software_name="kafka-tiered",
+                                   client_software_version="0.1.0")
+        version = m.ApiVersionsRequest.VALID_VERSIONS.hi
+        for _ in range(2):
+            resp = self._roundtrip(req, version)
+            if resp.error_code == UNSUPPORTED_VERSION:
+                # The broker answered in v0 and listed what it does take for ApiVersions.
+                theirs = {k.api_key: k for k in resp.api_keys}.get(m.ApiVersionsRequest.API_KEY)
+                if theirs is None or version <= theirs.max_version:
+                    break
+                version = max(theirs.max_version, 0)
+                continue
+            if resp.error_code:
+                raise broker_error(resp.error_code, broker=self.address, api="ApiVersions")
+            self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            return
+        raise broker_error(UNSUPPORTED_VERSION, broker=self.address, api="ApiVersions")
+
+    def _authenticate(self):
+        cfg = self.config
+        mech = cfg.sasl_mechanism
+        hs_version = self.pick_version(m.SaslHandshakeRequest, at_least=1)
+        resp = self._roundtrip(m.SaslHandshakeRequest(mechanism=mech), hs_version)
+        if resp.error_code:
+            detail = f"broker offers {', '.join(resp.mechanisms) or 'none'}" if resp.error_code == 33 else None
+            raise broker_error(resp.error_code, broker=self.address, api="SaslHandshake", detail=detail)
+        av = self.pick_version(m.SaslAuthenticateRequest)
+        password = cfg.sasl_password.get()
+
+        def step(payload: bytes) -> bytes:
+            r = self._roundtrip(m.SaslAuthenticateRequest(auth_bytes=payload), av)
+            if r.error_code:
+                # error_message comes from the broker and may name the user, never the password
+                raise broker_error(r.error_code, broker=self.address, api="SaslAuthenticate",
+                                   detail=r.error_message)
+            return bytes(r.auth_bytes)
+
+        try:
+            if mech == "PLAIN":
+                step(plain_initial_response(cfg.sasl_username, password))
+            else:
+                scram = ScramClient(mech, cfg.sasl_username, password)
+                server_first = step(scram.first())
+                server_final = step(scram.final(server_first))
+                scram.verify(server_final)
+        except SaslError as exc:
+            raise BrokerError(str(exc), error_code=SASL_AUTH_FAILED, error_name="SASL_AUTHENTICATION_FAILED",
+                              broker=self.address, api="SaslAuthenticate") from None
+
+    # -- versions
+
+    def pick_version(self, cls, *, at_least: int | None = None, at_most: int | None = None) -> int:
+        """Highest version both sides support (optionally bounded)."""
+        theirs = self.api_versions.get(cls.API_KEY)
+        lo = cls.VALID_VERSIONS.lo
+        hi = cls.VALID_VERSIONS.hi
+        if at_least is not None:
+            lo = max(lo, at_least)
+        if at_most is not None:
+            hi = min(hi, at_most)
+        if theirs is not None:
+            lo, hi = max(lo, theirs[0]), min(hi, theirs[1])
+        if theirs is None or lo > hi:
+            raise broker_error(UNSUPPORTED_VERSION, broker=self.address, api=m.api_name(cls.API_KEY),
+                               detail=f"broker offers {theirs if theirs else 'nothing'}, "
+                                      f"we need {lo}-{hi}")
+        return hi
+
+    def max_version(self, cls) -> int | None:
+        theirs = self.api_versions.get(cls.API_KEY)
+        if theirs is None:
+            return None
+        hi = min(theirs[1], cls.VALID_VERSIONS.hi)
+        return hi if hi >= max(theirs[0], cls.VALID_VERSIONS.lo) else None
+
+    # -- requests
+
+    def _roundtrip(self, msg, version: int, timeout_ms: int | None = None):
+        sock = self._sock
+        if sock is None:
+            raise ConnectionLost("not connected")
+        cid = self._next_cid
+        self._next_cid = (cid + 1) & 0x7FFFFFFF
+        frame = codec.encode_request(msg, version, cid, self.config.client_id)
+        timeout = (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms) / 1000
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(frame)
+            size = struct.unpack(">i", recv_exact(sock, 4))[0]
+            if size < 4:
+                raise ProtocolError(f"response frame size {size} from {self.address}")
+            data = recv_exact(sock, size)
+        except socket.timeout:
+            self._close_locked()
+            raise BrokerError(f"request timed out after {timeout * 1000:.0f} ms",
+                              error_code=REQUEST_TIMED_OUT, error_name="REQUEST_TIMED_OUT",
+                              retriable=True, broker=self.address, api=m.api_name(msg.API_KEY)) from None
+        except (OSError, ConnectionLost) as exc:
+            self._close_locked()
+            raise ConnectionLost(f"{self.address} ({m.api_name(msg.API_KEY)}): {exc}") from None
+        got = codec.peek_correlation_id(data)
+        if got != cid:
+            # The stream is out of step: nothing later on this socket can be trusted.
+            self._close_locked()
+            raise ConnectionLost(f"correlation id {got} from {self.address}, expected {cid} "
+                                  f"({m.api_name(msg.API_KEY)})")
+        self._last_used = time.monotonic()
+        if msg.API_KEY == m.ApiVersionsRequest.API_KEY and version > 0:
+            # A broker that does not know our ApiVersions version answers with a v0 body
+            # (Kafka's own client falls back the same way).
+            try:
+                return codec.decode_response(data, type(msg), version)[1]
+            except ProtocolError:
+                return codec.decode_response(data, type(msg), 0)[1]
+        return codec.decode_response(data, type(msg), version)[1]
+
+    def request(self, msg, version: int | None = None, *, timeout_ms: int | None = None):
+        """Send one request and return the decoded response (connecting first if needed)."""
+        with self._lock:
+            idle = self.config.connections_max_idle_ms
+            if self._sock is not None and idle and self._last_used and \
+                    time.monotonic() - self._last_used > idle / 1000:
+                self._close_locked()  # the broker has likely dropped it already
+            if self._sock is None:
+                self._open()
+            if version is None:
+                version = self.pick_version(type(msg))
+            wait = self._muted_until - time.monotonic()
+            if wait > 0:
+                # KIP-219: a throttled client sends nothing to that broker until the throttle
+                # time has passed (the broker mutes the channel for as long anyway).
+                time.sleep(wait)
+                self.throttled_s += wait
+            resp = self._roundtrip(msg, version, timeout_ms)
+            throttle = getattr(resp, "throttle_time_ms", 0) or 0
+            if throttle > 0:
+                self._muted_until = time.monotonic() + throttle / 1000
+            return resp
+
+    def ensure_connected(self):
+        with self._lock:
+            if self._sock is None:
+                self._open()
+
+    def _close_locked(self):
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def close(self):
+        with self._lock:
+            self._close_locked()
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+
+# --- client ----------------------------------------------------------------------------------

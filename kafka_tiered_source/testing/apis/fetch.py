@@ -1,0 +1,202 @@
+"""Fetch: broker-mediated reads (local and remote, as RemoteLogManager serves them), the
+KIP-1248 location answer, long polling and the KIP-13 consumer quota."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+from ...errors import KafkaTieredError
+from ...protocol import messages as m
+from ...protocol.kip1248 import MIN_FETCH_VERSION, STORAGE_FORMAT_APACHE_KAFKA_V1
+from ..log import StorageError
+from ._shared import ZERO_UUID, err
+
+log = logging.getLogger(__name__)
+
+async def fetch(broker, conn, hdr, req, v):
+    R = m.FetchResponse
+    if req.session_id != 0 or req.session_epoch > 0:
+        # we never hand out session ids, so an incremental fetch names a session we lack
+        return R(throttle_time_ms=0, error_code=err("FETCH_SESSION_ID_NOT_FOUND"), session_id=0,
+                 responses=[])
+    direct = (v >= MIN_FETCH_VERSION and req.remote_log_segment_location_requested
+              and STORAGE_FORMAT_APACHE_KAFKA_V1 in (req.supported_storage_format_versions or ()))
+    resolved = []           # (request topic, name or None, error code)
+    for t in req.topics:
+        if v >= 13:
+            try:
+                resolved.append((t, broker.storage.topic_by_id(t.topic_id).name, 0))
+            except StorageError:
+                resolved.append((t, None, err("UNKNOWN_TOPIC_ID")))
+        else:
+            resolved.append((t, t.topic, 0))
+    keys = [(name, p.partition) for t, name, _ in resolved if name for p in t.partitions]
+    deadline = broker._loop.time() + max(req.max_wait_ms, 0) / 1000
+    while True:
+        seen = [broker._versions.get(k, 0) for k in keys]
+        resp, total, errors = await _fetch_once(broker, hdr, req, v, resolved, direct)
+        remaining = deadline - broker._loop.time()
+        if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or not keys:
+            records = sum(len(p.records or b"") for t in resp.responses for p in t.partitions)
+            resp.throttle_time_ms = _throttle(broker, conn, hdr.client_id, records)
+            return resp
+        if seen != [broker._versions.get(k, 0) for k in keys]:
+            continue        # data arrived while we read: look again rather than miss the wake-up
+        await broker._wait_for_data(keys, remaining)
+
+
+class LatencyHistogram:
+    """Prometheus histogram of broker-mediated remote fetch durations per client id and topic
+    (the storage keeps counters and a latency sum; the distribution is kept here, where each
+    partition read that went to remote storage is timed as a whole)."""
+
+    NAME = "kafka_tiered_broker_remote_fetch_duration_seconds"
+    BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, str], list] = {}     # -> [bucket counts..., count, sum]
+
+    def observe(self, client_id: str | None, topic: str, seconds: float) -> None:
+        with self._lock:
+            row = self._series.setdefault((client_id or "", topic), [0] * (len(self.BUCKETS) + 1) + [0.0])
+            for i, bound in enumerate(self.BUCKETS):
+                if seconds <= bound:
+                    row[i] += 1
+            row[len(self.BUCKETS)] += 1
+            row[-1] += seconds
+
+    def count(self, client_id: str | None = None, topic: str | None = None) -> int:
+        with self._lock:
+            return sum(row[len(self.BUCKETS)] for (c, t), row in self._series.items()
+                       if (client_id is None or c == client_id) and (topic is None or t == topic))
+
+    def prometheus_text(self) -> str:
+        def esc(v):
+            return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+        lines = [f"# HELP {self.NAME} Duration of broker-mediated fetches served from remote storage",
+                 f"# TYPE {self.NAME} histogram"]
+        with self._lock:
+            items = sorted((k, list(v)) for k, v in self._series.items())
+        for (c, t), row in items:
+            labels = f'client_id="{esc(c)}",topic="{esc(t)}"'
+            for i, bound in enumerate(self.BUCKETS):
+                lines.append(f'{self.NAME}_bucket{{{labels},le="{bound:g}"}} {row[i]}')
+            lines.append(f'{self.NAME}_bucket{{{labels},le="+Inf"}} {row[len(self.BUCKETS)]}')
+            lines.append(f"{self.NAME}_sum{{{labels}}} {row[-1]:g}")
+            lines.append(f"{self.NAME}_count{{{labels}}} {row[len(self.BUCKETS)]}")
+        return "\n".join(lines) + "\n"
+
+
+def _fill_location(part, loc) -> None:
+    """KIP-1248 answer: no records, the segment location and byte hint, plus what the client
+    needs to filter transactions and stop at the right offset."""
+    R = m.FetchResponse
+    part.records = b""
+    part.high_watermark, part.last_stable_offset = loc.high_watermark, loc.last_stable_offset
+    part.log_start_offset = loc.log_start_offset
+    if loc.aborted is not None:
+        part.aborted_transactions = [R.AbortedTransaction(producer_id=pid, first_offset=fo)
+                                     for pid, fo in loc.aborted]
+    part.remote_log_segment_id = loc.segment_id
+    part.remote_log_segment_custom_metadata = loc.custom_metadata
+    part.remote_log_segment_start_position = loc.start_position
+    part.remote_log_segment_end_position = loc.end_position
+    part.remote_log_segment_base_offset = loc.base_offset
+    part.remote_log_segment_end_offset = loc.end_offset
+    part.storage_format_version = loc.storage_format
+    part.signed_remote_log_segment_location = loc.presigned_url
+
+
+def _throttle(broker, conn, client_id: str | None, nbytes: int) -> int:
+    """Charge ``nbytes`` to the client's quota; the throttle time in ms (0 within quota)."""
+    rate = broker.config.consumer_byte_rate
+    if not rate or nbytes <= 0:
+        return 0
+    now = broker._loop.time()
+    key = client_id or ""
+    clock = max(broker._quota_clock.get(key, now), now) + nbytes / rate
+    broker._quota_clock[key] = clock
+    delay = clock - now
+    # Kafka allows a quota window's worth of burst before throttling (1 s samples here).
+    if delay <= 1.0:
+        return 0
+    ms = int((delay - 1.0) * 1000)
+    conn.muted_until = now + ms / 1000
+    broker.throttled_ms_total[key] = broker.throttled_ms_total.get(key, 0) + ms
+    return ms
+
+
+async def _fetch_once(broker, hdr, req, v, resolved, direct):
+    R = m.FetchResponse
+    P = R.PartitionData
+    budget = req.max_bytes
+    total = 0
+    errors = False
+    topics_out = []
+    for t, name, terr in resolved:
+        parts = []
+        for fp in t.partitions:
+            part = P(partition_index=fp.partition, error_code=0, high_watermark=-1,
+                     last_stable_offset=-1, log_start_offset=-1, records=b"",
+                     aborted_transactions=None)      # null unless read_committed, as Kafka sends
+            parts.append(part)
+            if terr:
+                part.error_code = terr
+                errors = True
+                continue
+            limit = min(fp.partition_max_bytes, budget)
+            try:
+                if direct:
+                    loc = await asyncio.to_thread(broker.storage.locate, name, fp.partition, fp.fetch_offset,
+                                                  max(limit, 1), req.isolation_level,
+                                                  client_id=hdr.client_id)
+                    if loc is not None:
+                        _fill_location(part, loc)
+                        total += loc.end_position - loc.start_position
+                        continue
+                if budget <= 0 and total > 0:
+                    o = await asyncio.to_thread(broker.storage.offsets, name, fp.partition)
+                    part.high_watermark, part.last_stable_offset = o.high_watermark, o.last_stable_offset
+                    part.log_start_offset = o.log_start_offset
+                    continue
+                t0 = time.perf_counter()
+                r = await asyncio.to_thread(broker.storage.read, name, fp.partition, fp.fetch_offset,
+                                            max(limit, 1), req.isolation_level, client_id=hdr.client_id)
+                if r.from_remote or r.error_name == "KAFKA_STORAGE_ERROR":
+                    broker.remote_fetch_latency.observe(hdr.client_id, name, time.perf_counter() - t0)
+            except StorageError as exc:
+                part.error_code = exc.error_code
+                errors = True
+                continue
+            except KafkaTieredError as exc:
+                # e.g. a remote index the location answer needs cannot be read: Kafka answers a
+                # failed remote read with a storage error on that partition, not a dead request
+                log.warning("fetch %s-%d offset %d from %r failed: %s", name, fp.partition,
+                            fp.fetch_offset, hdr.client_id, exc)
+                part.error_code = err("KAFKA_STORAGE_ERROR")
+                errors = True
+                continue
+            part.high_watermark, part.last_stable_offset = r.high_watermark, r.last_stable_offset
+            part.log_start_offset = r.log_start_offset
+            if r.error_name:
+                part.error_code = r.error_code
+                errors = True
+                log.info("fetch %s-%d offset %d from %r: %s: %s", name, fp.partition, fp.fetch_offset,
+                         hdr.client_id, r.error_name, r.error_message)
+                continue
+            records = r.records
+            # Only the first partition with data may exceed the limits (Kafka's minOneMessage)
+            if total > 0 and len(records) > limit:
+                records = b""
+            part.records = records
+            if r.aborted is not None:
+                part.aborted_transactions = [R.AbortedTransaction(producer_id=pid, first_offset=fo)
+                                             for pid, fo in r.aborted]
+            total += len(records)
+            budget -= len(records)
+        topics_out.append(R.FetchableTopicResponse(topic=name or "", topic_id=t.topic_id if v >= 13 else ZERO_UUID,
+                                                   partitions=parts))
+    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out), total, errors
