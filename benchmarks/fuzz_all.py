@@ -70,6 +70,7 @@ if not os.path.isdir(FIXTURES):
     FIXTURES = "/work/shared/fixtures/kafka-3.9.1/segments"
 
 from kafka_tiered_source.errors import CorruptRecordError, KafkaTieredError  # noqa: E402
+from kafka_tiered_source.testing import aiven_writer
 
 
 class ContractViolation(AssertionError):
@@ -314,7 +315,7 @@ def seeds(name: str) -> list[bytes]:
                     ci = aiven.ChunkIndex("variable", ocs, size, tuple(rng.randint(1, ocs) for _ in range(n)))
                 else:
                     ci = aiven.ChunkIndex.fixed(ocs, size, ocs, size % ocs or ocs)
-                idx = aiven.build_indexes(b"o" * 40, b"t" * 24, b"p" * 7, b"l" * 12, b"x" * 9)
+                idx = aiven_writer.build_indexes(b"o" * 40, b"t" * 24, b"p" * 7, b"l" * 12, b"x" * 9)
                 manifest = aiven.SegmentManifest(ci, idx[1],
                                                  compression)
                 out.append(manifest.to_json())
@@ -322,7 +323,7 @@ def seeds(name: str) -> list[bytes]:
     if name == "manifest_fields":
         return [bytes([i]) for i in range(8)]     # the valid manifests, unchanged
     if name == "custom_metadata":
-        from kafka_tiered_source.storage.aiven import encode_custom_metadata
+        from kafka_tiered_source.testing.aiven_writer import encode_custom_metadata
         return [encode_custom_metadata(remote_size=1234567), encode_custom_metadata(object_prefix="p/"),
                 encode_custom_metadata(remote_size=-1, object_prefix="pre/", object_key="k/ë/x.log"),
                 encode_custom_metadata(object_key="a" * 200)]

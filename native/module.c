@@ -105,7 +105,8 @@ static struct PyModuleDef moddef = {
 PyMODINIT_FUNC PyInit__native(void)
 {
     kt_crc32c_init();
-    if (PyType_Ready(&kt_BufferType) < 0 || PyType_Ready(&kt_BuilderType) < 0)
+    if (PyType_Ready(&kt_BufferType) < 0 || PyType_Ready(&kt_BuilderType) < 0 ||
+        kt_columns_type_init() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
@@ -118,6 +119,8 @@ PyMODINIT_FUNC PyInit__native(void)
     if (PyModule_AddObject(m, "Builder", (PyObject *)&kt_BuilderType) < 0) goto fail;
     Py_INCREF(&kt_BufferType);
     if (PyModule_AddObject(m, "Buffer", (PyObject *)&kt_BufferType) < 0) goto fail;
+    Py_INCREF(kt_ColumnsType);
+    if (PyModule_AddObject(m, "Columns", (PyObject *)kt_ColumnsType) < 0) goto fail;
     return m;
 fail:
     Py_DECREF(m);

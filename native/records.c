@@ -966,30 +966,72 @@ static PyObject *builder_append_lz4(kt_Builder *b, PyObject *args)
     return Py_BuildValue("Onn", Py_True, r.rp, r.left);
 }
 
-/* finish() -> tuple of buffers and null counts (see kafka_tiered_source.records._native_backend);
- * the builder starts over empty. */
+/* finish() -> Columns, a struct sequence whose fields name the Arrow buffers and null counts
+ * (read by name in kafka_tiered_source.records._native_backend; the header fields are None
+ * when the builder was made without headers).  The builder starts over empty. */
+static PyStructSequence_Field columns_fields[] = {
+    {"rows", "rows in this batch"},
+    {"key_nulls", NULL}, {"key_validity", NULL}, {"key_offsets", NULL}, {"key_data", NULL},
+    {"value_nulls", NULL}, {"value_validity", NULL}, {"value_offsets", NULL}, {"value_data", NULL},
+    {"offsets", NULL}, {"timestamps", NULL}, {"timestamp_types", NULL},
+    {"header_nulls", NULL}, {"header_validity", NULL}, {"header_offsets", NULL},
+    {"header_count", "header entries over all rows"}, {"header_key_offsets", NULL},
+    {"header_key_data", NULL}, {"header_value_nulls", NULL}, {"header_value_validity", NULL},
+    {"header_value_offsets", NULL}, {"header_value_data", NULL},
+    {NULL, NULL}};
+
+static PyStructSequence_Desc columns_desc = {
+    "kafka_tiered_source._native.Columns",
+    "The finished buffers of one Arrow batch (Builder.finish()).",
+    columns_fields, 22};
+
+PyTypeObject *kt_ColumnsType = NULL;
+
+int kt_columns_type_init(void)
+{
+    kt_ColumnsType = PyStructSequence_NewType(&columns_desc);
+    return kt_ColumnsType ? 0 : -1;
+}
+
 static PyObject *builder_finish(kt_Builder *b, PyObject *unused)
 {
-    PyObject *t = NULL;
-    if (b->include_headers)
-        t = Py_BuildValue("(nnNNNnNNNNNNnNNnNNnNNN)", b->rows,
-                          b->key_nulls, vec_take(&b->key_valid), vec_take(&b->key_offsets),
-                          vec_take(&b->key_data),
-                          b->val_nulls, vec_take(&b->val_valid), vec_take(&b->val_offsets),
-                          vec_take(&b->val_data),
-                          vec_take(&b->offsets), vec_take(&b->timestamps), vec_take(&b->ts_types),
-                          b->hdr_nulls, vec_take(&b->hdr_valid), vec_take(&b->hdr_offsets),
-                          b->nheaders, vec_take(&b->hk_offsets), vec_take(&b->hk_data),
-                          b->hv_nulls, vec_take(&b->hv_valid), vec_take(&b->hv_offsets),
-                          vec_take(&b->hv_data));
-    else
-        t = Py_BuildValue("(nnNNNnNNNNNN)", b->rows,
-                          b->key_nulls, vec_take(&b->key_valid), vec_take(&b->key_offsets),
-                          vec_take(&b->key_data),
-                          b->val_nulls, vec_take(&b->val_valid), vec_take(&b->val_offsets),
-                          vec_take(&b->val_data),
-                          vec_take(&b->offsets), vec_take(&b->timestamps), vec_take(&b->ts_types));
+    PyObject *t = PyStructSequence_New(kt_ColumnsType);
     if (!t) return NULL;
+    /* each value is a new reference that SetItem steals; one that failed is NULL, checked once
+     * at the end so the struct never escapes half filled */
+    PyObject *v[22] = {
+        PyLong_FromSsize_t(b->rows),
+        PyLong_FromSsize_t(b->key_nulls), vec_take(&b->key_valid), vec_take(&b->key_offsets),
+        vec_take(&b->key_data),
+        PyLong_FromSsize_t(b->val_nulls), vec_take(&b->val_valid), vec_take(&b->val_offsets),
+        vec_take(&b->val_data),
+        vec_take(&b->offsets), vec_take(&b->timestamps), vec_take(&b->ts_types)};
+    if (b->include_headers) {
+        v[12] = PyLong_FromSsize_t(b->hdr_nulls);
+        v[13] = vec_take(&b->hdr_valid);
+        v[14] = vec_take(&b->hdr_offsets);
+        v[15] = PyLong_FromSsize_t(b->nheaders);
+        v[16] = vec_take(&b->hk_offsets);
+        v[17] = vec_take(&b->hk_data);
+        v[18] = PyLong_FromSsize_t(b->hv_nulls);
+        v[19] = vec_take(&b->hv_valid);
+        v[20] = vec_take(&b->hv_offsets);
+        v[21] = vec_take(&b->hv_data);
+    } else {
+        for (int i = 12; i < 22; i++) {
+            Py_INCREF(Py_None);
+            v[i] = Py_None;
+        }
+    }
+    int failed = 0;
+    for (int i = 0; i < 22; i++) {
+        if (!v[i]) failed = 1;
+        PyStructSequence_SetItem(t, i, v[i]);   /* NULL stays NULL; dealloc copes with it */
+    }
+    if (failed) {
+        Py_DECREF(t);
+        return NULL;
+    }
     if (builder_reset(b)) {
         Py_DECREF(t);
         return PyErr_NoMemory();

@@ -9,6 +9,8 @@
 extern PyObject *kt_RecordFormatError;
 extern PyTypeObject kt_BufferType;
 extern PyTypeObject kt_BuilderType;
+extern PyTypeObject *kt_ColumnsType;   /* Builder.finish()'s result */
+int kt_columns_type_init(void);
 
 /* Raise RecordFormatError from a filled kt_error.  Returns NULL. */
 PyObject *kt_raise(const kt_error *e);

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_tiered_source.errors import PlanningError
+from kafka_tiered_source.testing import aiven_writer
 from kafka_tiered_source.planning.packing import PartitionWork, SegmentSlice, plan_read_tasks
 from kafka_tiered_source.planning.tasks import (AbortedTransaction, BrokerRange, PartitionTxnInfo,
                                                 ReadTask, RemoteRange)
@@ -329,8 +330,8 @@ def test_planner_carries_known_manifests_and_reads_those_of_segments_shared_by_t
     known, shared, single, gone = (segment(i) for i in range(4))
     store = {}
     for s in (known, shared, single):   # `gone`: no manifest in the store at all
-        _, ci = aiven.transform_chunks(bytes(1000), 300, True)
-        _, si = aiven.build_indexes(bytes(8), b"", b"", b"", None)
+        _, ci = aiven_writer.transform_chunks(bytes(1000), 300, True)
+        _, si = aiven_writer.build_indexes(bytes(8), b"", b"", b"", None)
         store[aiven.segment_object_key(s, "rsm-manifest", "p/")] = aiven.SegmentManifest(ci, si, True).to_json()
         store[aiven.segment_object_key(s, "indexes", "p/")] = bytes(8)
     DictFetcher.STORES["planner-manifests"] = store

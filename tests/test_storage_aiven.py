@@ -13,6 +13,7 @@ import pytest
 import zstandard
 
 from kafka_tiered_source.errors import SegmentFormatError
+from kafka_tiered_source.testing import aiven_writer
 from kafka_tiered_source.storage import aiven
 from kafka_tiered_source.storage.layouts import TemplateLayout, local_tiered_key
 from kafka_tiered_source.storage.segment import RemoteSegment
@@ -55,11 +56,11 @@ def test_template_layout_rejects_unknown_fields():
 def test_custom_metadata_encoding_by_hand():
     # count 3; tag 0 size 1 zigzag(1)=2; tag 1 size 2 compact "p" (len+1=2); tag 2 size 2 "k"
     expected = bytes([3, 0, 1, 2, 1, 2, 2, ord("p"), 2, 2, 2, ord("k")])
-    assert aiven.encode_custom_metadata(remote_size=1, object_prefix="p", object_key="k") == expected
+    assert aiven_writer.encode_custom_metadata(remote_size=1, object_prefix="p", object_key="k") == expected
     assert aiven.decode_custom_metadata(expected) == {"remote_size": 1, "object_prefix": "p", "object_key": "k"}
     # only REMOTE_SIZE = 300: zigzag 600 = 0xd8 0x04
-    assert aiven.encode_custom_metadata(remote_size=300) == bytes([1, 0, 2, 0xD8, 0x04])
-    assert aiven.encode_custom_metadata() == b""
+    assert aiven_writer.encode_custom_metadata(remote_size=300) == bytes([1, 0, 2, 0xD8, 0x04])
+    assert aiven_writer.encode_custom_metadata() == b""
     assert aiven.decode_custom_metadata(b"") == {"remote_size": None, "object_prefix": None, "object_key": None}
 
 
@@ -68,7 +69,7 @@ def test_custom_metadata_round_trip_and_unknown_tags():
     for _ in range(50):
         size = rnd.randrange(-(2**63), 2**63)
         prefix = "".join(rnd.choice("abcé/-_") for _ in range(rnd.randrange(0, 200)))
-        got = aiven.decode_custom_metadata(aiven.encode_custom_metadata(remote_size=size, object_prefix=prefix))
+        got = aiven.decode_custom_metadata(aiven_writer.encode_custom_metadata(remote_size=size, object_prefix=prefix))
         assert got == {"remote_size": size, "object_prefix": prefix, "object_key": None}
     # an unknown tag 5 (3 raw bytes) after tag 0 is skipped, as Kafka's reader does
     data = bytes([2, 0, 1, 2, 5, 3, 9, 9, 9])
@@ -131,8 +132,8 @@ def test_chunk_table_with_wrong_count_is_refused():
 def test_manifest_round_trip_and_plugin_field_names():
     data = bytes(random.Random(1).randbytes(1000)) * 7
     for compression in (False, True):
-        log_obj, ci = aiven.transform_chunks(data, 1024, compression)
-        blob, si = aiven.build_indexes(b"a" * 8, b"b" * 12, b"c" * 3, b"d" * 4, None)
+        log_obj, ci = aiven_writer.transform_chunks(data, 1024, compression)
+        blob, si = aiven_writer.build_indexes(b"a" * 8, b"b" * 12, b"c" * 3, b"d" * 4, None)
         m = aiven.SegmentManifest(ci, si, compression)
         j = json.loads(m.to_json())
         assert set(j) == {"chunkIndex", "segmentIndexes", "compression"}
@@ -152,7 +153,7 @@ def test_manifest_round_trip_and_plugin_field_names():
             got = aiven.decompress_chunk(raw, ch) if compression else raw
             assert got == data[ch.original_position:ch.original_position + ch.original_size]
     # uncompressed: the object is the segment itself, fixed index 1024/1024/last
-    log_obj, ci = aiven.transform_chunks(data, 1024, False)
+    log_obj, ci = aiven_writer.transform_chunks(data, 1024, False)
     assert log_obj == data
     assert ci.to_dict() == {"type": "fixed", "originalChunkSize": 1024, "originalFileSize": 7000,
                             "transformedChunkSize": 1024, "finalTransformedChunkSize": 7000 - 6 * 1024}
@@ -160,7 +161,7 @@ def test_manifest_round_trip_and_plugin_field_names():
 
 def test_compressed_chunks_are_independent_zstd_frames_with_content_size():
     data = b"kafka " * 5000
-    log_obj, ci = aiven.transform_chunks(data, 4096, True)
+    log_obj, ci = aiven_writer.transform_chunks(data, 4096, True)
     ch = ci.chunk(1)
     frame = log_obj[ch.transformed_position:ch.transformed_position + ch.transformed_size]
     assert zstandard.get_frame_parameters(frame).content_size == 4096
@@ -168,8 +169,8 @@ def test_compressed_chunks_are_independent_zstd_frames_with_content_size():
 
 
 def test_manifest_with_encryption_reads_and_is_refused_for_data():
-    _, ci = aiven.transform_chunks(b"x" * 10, 4, False)
-    _, si = aiven.build_indexes(b"", b"", b"", b"", b"t")
+    _, ci = aiven_writer.transform_chunks(b"x" * 10, 4, False)
+    _, si = aiven_writer.build_indexes(b"", b"", b"", b"", b"t")
     doc = {"chunkIndex": ci.to_dict(), "segmentIndexes": si.to_dict(), "compression": False,
            "encryption": {"dataKey": "key-pair-7:" + base64.b64encode(b"wrapped").decode(),
                           "aad": base64.b64encode(b"aad").decode()}}
@@ -196,7 +197,7 @@ def test_bad_manifests_are_named(doc, needle):
 
 
 def test_corrupt_chunk_is_named():
-    log_obj, ci = aiven.transform_chunks(b"abc" * 1000, 1000, True)
+    log_obj, ci = aiven_writer.transform_chunks(b"abc" * 1000, 1000, True)
     ch = ci.chunk(1)
     bad = bytearray(log_obj[ch.transformed_position:ch.transformed_position + ch.transformed_size])
     bad[5] ^= 0xFF
@@ -206,11 +207,11 @@ def test_corrupt_chunk_is_named():
 
 def test_segment_object_key_prefers_custom_metadata():
     seg = RemoteSegment("t", "MWJ6FHTfRYy67jzwZdeqSQ", 7, "tqimKeZwStOEOwRzT3L5oQ", 1234, 2000,
-                        custom_metadata=aiven.encode_custom_metadata(object_prefix="other/"))
+                        custom_metadata=aiven_writer.encode_custom_metadata(object_prefix="other/"))
     assert aiven.segment_object_key(seg, "log", "mine/") == \
         "other/t-MWJ6FHTfRYy67jzwZdeqSQ/7/00000000000000001234-tqimKeZwStOEOwRzT3L5oQ.log"
     seg2 = RemoteSegment("t", "MWJ6FHTfRYy67jzwZdeqSQ", 7, "tqimKeZwStOEOwRzT3L5oQ", 1234, 2000,
-                         custom_metadata=aiven.encode_custom_metadata(object_key="a/b/c"))
+                         custom_metadata=aiven_writer.encode_custom_metadata(object_key="a/b/c"))
     assert aiven.segment_object_key(seg2, "indexes", "mine/") == "mine/a/b/c.indexes"
 
 
@@ -234,8 +235,8 @@ def _store_segment(store: str, data: bytes, compression: bool, chunk_size: int =
     """``data`` as an Aiven segment in DictFetcher store ``store``: (segment, manifest, options)."""
     from storage_servers import DictFetcher
     seg = RemoteSegment("t", "MWJ6FHTfRYy67jzwZdeqSQ", 7, "tqimKeZwStOEOwRzT3L5oQ", 1234, 2000)
-    log_obj, ci = aiven.transform_chunks(data, chunk_size, compression)
-    blob, si = aiven.build_indexes(b"o" * 8, b"t" * 12, b"", b"0\n0\n", None)
+    log_obj, ci = aiven_writer.transform_chunks(data, chunk_size, compression)
+    blob, si = aiven_writer.build_indexes(b"o" * 8, b"t" * 12, b"", b"0\n0\n", None)
     manifest = aiven.SegmentManifest(ci, si, compression)
     DictFetcher.STORES[store] = {aiven.segment_object_key(seg, s, "p/"): body for s, body in
                                  (("log", log_obj), ("indexes", blob), ("rsm-manifest", manifest.to_json()))}
@@ -275,8 +276,8 @@ def test_manifest_info_replaces_the_manifest_get_byte_for_byte(compression):
 
 
 def test_manifest_info_is_not_made_for_what_must_not_or_cannot_travel():
-    _, ci = aiven.transform_chunks(b"x" * 10, 4, False)
-    _, si = aiven.build_indexes(b"", b"", b"", b"", None)
+    _, ci = aiven_writer.transform_chunks(b"x" * 10, 4, False)
+    _, si = aiven_writer.build_indexes(b"", b"", b"", b"", None)
     secret = aiven.EncryptionMetadata("key-pair-7:" + base64.b64encode(b"wrapped").decode(), b"aad")
     assert aiven.ManifestInfo.of(aiven.SegmentManifest(ci, si, False, secret)) is None
     # a chunk table over the shipping cap is left to the executor's own GET

@@ -21,6 +21,7 @@ from kafka_tiered_source.storage import CountingObserver, create_fetcher
 from kafka_tiered_source.storage import aiven
 from kafka_tiered_source.storage.layouts import local_tiered_key
 from kafka_tiered_source.storage.segment import RemoteSegment
+from kafka_tiered_source.testing import aiven_writer
 
 from storage_servers import (AZURITE_ACCOUNT, S3_SECRET, AzureBackend, Azurite, Blackhole, FaultProxy,
                              FileBackend, GcsBackend, GcsEmulator, MemoryBackend, MotoS3, PresignedBackend,
@@ -105,8 +106,8 @@ def put_segment(backend, data: bytes, *, layout="aiven", compression=False, chun
     opts["remote.storage.layout"] = layout
     if layout == "aiven":
         wp = prefix
-        log_obj, ci = aiven.transform_chunks(data, chunk_size, compression)
-        blob, si = aiven.build_indexes(b"O" * 16, b"T" * 24, b"P" * 5, b"0\n1\n0 0\n", b"X" * 34)
+        log_obj, ci = aiven_writer.transform_chunks(data, chunk_size, compression)
+        blob, si = aiven_writer.build_indexes(b"O" * 16, b"T" * 24, b"P" * 5, b"0\n1\n0 0\n", b"X" * 34)
         manifest = aiven.SegmentManifest(ci, si, compression)
         for suffix, body in (("log", log_obj), ("indexes", blob), ("rsm-manifest", manifest.to_json())):
             backend.put(aiven.object_key(wp, topic, topic_id, partition, base, seg_id, suffix), body)
@@ -264,7 +265,7 @@ def test_aiven_compressed_segment_byte_exact(layout_backend, chunk_size):
     manifest_gets = [loc for loc in obs.by_location if loc.endswith(".rsm-manifest")]
     assert len(manifest_gets) == 1 and obs.by_location[manifest_gets[0]] == 1
     # the log object really is compressed (fewer bytes moved than the segment holds)
-    log_obj, _ = aiven.transform_chunks(data, chunk_size, True)
+    log_obj, _ = aiven_writer.transform_chunks(data, chunk_size, True)
     assert len(log_obj) < len(data) // 2
 
 
@@ -282,12 +283,12 @@ def test_aiven_indexes_and_custom_metadata_location(layout_backend):
     # OBJECT_PREFIX / OBJECT_KEY in the custom metadata lead it there.
     other_prefix = unique("elsewhere-") + "/"
     stem = aiven.main_path("orders", uuid_to_str(random_uuid()), 3, 1234567, uuid_to_str(random_uuid()))
-    log_obj, ci = aiven.transform_chunks(data, 16 * KiB, False)
-    blob, si = aiven.build_indexes(b"o" * 8, b"t" * 12, b"p", b"0\n0\n", None)
+    log_obj, ci = aiven_writer.transform_chunks(data, 16 * KiB, False)
+    blob, si = aiven_writer.build_indexes(b"o" * 8, b"t" * 12, b"p", b"0\n0\n", None)
     b.put(f"{other_prefix}{stem}.log", log_obj)
     b.put(f"{other_prefix}{stem}.indexes", blob)
     b.put(f"{other_prefix}{stem}.rsm-manifest", aiven.SegmentManifest(ci, si, False).to_json())
-    cm = aiven.encode_custom_metadata(remote_size=len(log_obj) + len(blob), object_prefix=other_prefix,
+    cm = aiven_writer.encode_custom_metadata(remote_size=len(log_obj) + len(blob), object_prefix=other_prefix,
                                       object_key=stem)
     moved = RemoteSegment(topic="renamed-topic", topic_id=uuid_to_str(random_uuid()), partition=9,
                           segment_id=uuid_to_str(random_uuid()), base_offset=0, end_offset=10,
@@ -316,8 +317,8 @@ def test_encrypted_aiven_segment_is_refused_naming_the_key(layout_backend):
     seg, opts = put_segment(layout_backend, data)
     fetcher = create_fetcher(opts)
     key = aiven.segment_object_key(seg, "rsm-manifest", opts["remote.storage.prefix"])
-    _, ci = aiven.transform_chunks(data, 64 * KiB, False)
-    _, si = aiven.build_indexes(b"", b"", b"", b"", None)
+    _, ci = aiven_writer.transform_chunks(data, 64 * KiB, False)
+    _, si = aiven_writer.build_indexes(b"", b"", b"", b"", None)
     enc = aiven.EncryptionMetadata("kpid-2024:" + "QUJD" * 64, b"aad-bytes")
     layout_backend.put(key, aiven.SegmentManifest(ci, si, False, enc).to_json())
     with pytest.raises(SegmentFormatError) as ei:
@@ -506,7 +507,7 @@ def test_truncated_compressed_object_and_bad_ranges_are_refused(servers):
     seg, opts = put_segment(b, data, compression=True, chunk_size=8 * KiB)
     fetcher = create_fetcher(opts)
     key = aiven.segment_object_key(seg, "log", opts["remote.storage.prefix"])
-    log_obj, _ = aiven.transform_chunks(data, 8 * KiB, True)
+    log_obj, _ = aiven_writer.transform_chunks(data, 8 * KiB, True)
     b.put(key, log_obj[:-7])                     # the last chunk lost its tail
     assert bytes(fetcher.fetch_log_segment(seg, 0, 8 * KiB)) == data[:8 * KiB]
     with pytest.raises(SegmentFormatError) as ei:

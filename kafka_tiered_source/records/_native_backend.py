@@ -29,7 +29,11 @@ def _constant_columns(n, topic, partition):
 
 
 class Builder:
+    """The native builder behind the :class:`~.builder.RecordBuilder` interface."""
+
     __slots__ = ("_b", "include_headers", "append", "append_lz4")
+    #: lz4 batches go through the C decoder's own frame reader (``append_lz4``)
+    fused_lz4 = True
 
     def __init__(self, include_headers: bool = True, max_bytes: int = 2**31 - 1):
         self._b = _native.Builder(include_headers, max_bytes)
@@ -42,30 +46,34 @@ class Builder:
         return self._b.rows
 
     def finish(self, topic: str, partition: int) -> pa.RecordBatch:
-        t = self._b.finish()
-        n = t[0]
+        c = self._b.finish()        # a _native.Columns: the buffers by name
+        n = c.rows
         buf = pa.py_buffer
-        c = _constant_columns(n, topic, partition)
+        const = _constant_columns(n, topic, partition)
         arrays = [
-            pa.Array.from_buffers(pa.binary(), n, [_validity(t[1], t[2]), buf(t[3]), buf(t[4])],
-                                  null_count=t[1]),
-            pa.Array.from_buffers(pa.binary(), n, [_validity(t[5], t[6]), buf(t[7]), buf(t[8])],
-                                  null_count=t[5]),
-            pa.Array.from_buffers(pa.string(), n, [None, c[0], c[1]], null_count=0),
-            pa.Array.from_buffers(pa.int32(), n, [None, c[2]], null_count=0),
-            pa.Array.from_buffers(pa.int64(), n, [None, buf(t[9])], null_count=0),
-            pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, buf(t[10])], null_count=0),
-            pa.Array.from_buffers(pa.int32(), n, [None, buf(t[11])], null_count=0),
+            pa.Array.from_buffers(pa.binary(), n, [_validity(c.key_nulls, c.key_validity),
+                                                   buf(c.key_offsets), buf(c.key_data)],
+                                  null_count=c.key_nulls),
+            pa.Array.from_buffers(pa.binary(), n, [_validity(c.value_nulls, c.value_validity),
+                                                   buf(c.value_offsets), buf(c.value_data)],
+                                  null_count=c.value_nulls),
+            pa.Array.from_buffers(pa.string(), n, [None, const[0], const[1]], null_count=0),
+            pa.Array.from_buffers(pa.int32(), n, [None, const[2]], null_count=0),
+            pa.Array.from_buffers(pa.int64(), n, [None, buf(c.offsets)], null_count=0),
+            pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, buf(c.timestamps)], null_count=0),
+            pa.Array.from_buffers(pa.int32(), n, [None, buf(c.timestamp_types)], null_count=0),
         ]
         if self.include_headers:
-            hdr_nulls, nh, hv_nulls = t[12], t[15], t[18]
-            hkeys = pa.Array.from_buffers(pa.string(), nh, [None, buf(t[16]), buf(t[17])],
-                                          null_count=0)
+            nh = c.header_count
+            hkeys = pa.Array.from_buffers(pa.string(), nh, [None, buf(c.header_key_offsets),
+                                                            buf(c.header_key_data)], null_count=0)
             hvals = pa.Array.from_buffers(pa.binary(), nh,
-                                          [_validity(hv_nulls, t[19]), buf(t[20]), buf(t[21])],
-                                          null_count=hv_nulls)
+                                          [_validity(c.header_value_nulls, c.header_value_validity),
+                                           buf(c.header_value_offsets), buf(c.header_value_data)],
+                                          null_count=c.header_value_nulls)
             structs = pa.StructArray.from_arrays([hkeys, hvals], fields=list(_STRUCT_TYPE))
             arrays.append(pa.Array.from_buffers(HEADER_TYPE, n,
-                                                [_validity(hdr_nulls, t[13]), buf(t[14])],
-                                                null_count=hdr_nulls, children=[structs]))
+                                                [_validity(c.header_nulls, c.header_validity),
+                                                 buf(c.header_offsets)],
+                                                null_count=c.header_nulls, children=[structs]))
         return pa.RecordBatch.from_arrays(arrays, schema=kafka_schema(self.include_headers))

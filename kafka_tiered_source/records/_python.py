@@ -99,6 +99,9 @@ def check_batch(data, pos: int, size: int, origin: int, verify_crc: bool) -> Non
 class Builder:
     """Python twin of ``_native.Builder``: rows accumulate in lists until ``finish``."""
 
+    #: lz4 batches arrive decompressed (python-lz4), through ``append``
+    fused_lz4 = False
+
     def __init__(self, include_headers: bool = True, max_bytes: int = INT32_MAX):
         if not 1 <= max_bytes <= INT32_MAX:
             raise ValueError("max_bytes must be in [1, 2**31 - 1]")

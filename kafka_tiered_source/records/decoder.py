@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
 from . import codecs
+from .builder import RecordBuilder
 from .header import (CODEC_LZ4, CODEC_NONE, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
                      TIMESTAMP_TYPE_MASK, read_header)
 from .schema import kafka_schema
@@ -128,8 +129,8 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
     hi = _MAX_OFFSET if end_offset is None else int(end_offset)
     if filter is not None and filter.last_stable_offset is not None:
         hi = min(hi, filter.last_stable_offset)
-    builder = be.Builder(include_headers, max_batch_bytes)
-    lz4_fused = hasattr(builder, "append_lz4")
+    builder: RecordBuilder = be.Builder(include_headers, max_batch_bytes)
+    lz4_fused = builder.fused_lz4
     res = DecodeResult()
     out = res.batches
 

@@ -1,4 +1,5 @@
-"""The object layout of Aiven's tiered-storage plugin (tiered-storage-for-apache-kafka), both sides.
+"""The object layout of Aiven's tiered-storage plugin (tiered-storage-for-apache-kafka), read side
+(the embedded broker writes it with :mod:`kafka_tiered_source.testing.aiven_writer`).
 
 Checked against the plugin's source (``ObjectKeyFactory``, ``SegmentManifestV1``,
 ``FixedSizeChunkIndex``/``VariableSizeChunkIndex``, ``ChunkSizesBinaryCodec``,
@@ -29,18 +30,16 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..errors import ProtocolError, SegmentFormatError
-from ..protocol.primitives import read_uvarint, write_uvarint, write_varlong
+from ..errors import SegmentFormatError
+from .aiven_keys import (SUFFIX_INDEXES, SUFFIX_LOG, SUFFIX_MANIFEST, SUFFIXES, TAG_OBJECT_KEY,
+                         TAG_OBJECT_PREFIX, TAG_REMOTE_SIZE, decode_custom_metadata, main_path, object_key,
+                         segment_object_key)
 
-SUFFIX_LOG = "log"
-SUFFIX_INDEXES = "indexes"
-SUFFIX_MANIFEST = "rsm-manifest"
-SUFFIXES = (SUFFIX_LOG, SUFFIX_INDEXES, SUFFIX_MANIFEST)
-
-# Custom metadata tags (SegmentCustomMetadataField ordinals; fixed forever upstream).
-TAG_REMOTE_SIZE = 0
-TAG_OBJECT_PREFIX = 1
-TAG_OBJECT_KEY = 2
+# The keys and custom metadata are aiven_keys'; re-exported: they are this layout's interface.
+__all__ = ["SUFFIX_INDEXES", "SUFFIX_LOG", "SUFFIX_MANIFEST", "SUFFIXES", "TAG_OBJECT_KEY", "TAG_OBJECT_PREFIX",
+           "TAG_REMOTE_SIZE", "Chunk", "ChunkIndex", "EncryptionMetadata", "INDEX_NAMES", "ManifestInfo",
+           "SegmentIndex", "SegmentIndexes", "SegmentManifest", "decode_custom_metadata", "decompress_chunk",
+           "main_path", "object_key", "require_readable", "segment_object_key"]
 
 # Order in which the plugin concatenates indexes into the .indexes object.
 INDEX_NAMES = ("offset", "timestamp", "producerSnapshot", "leaderEpoch", "transaction")
@@ -53,139 +52,6 @@ MAX_CHUNK_TABLE_SIZE = 10 * 1024 * 1024
 # default is 4 MiB.
 MAX_CHUNK_COUNT = 1 << 20
 _INT32_MAX = 2**31 - 1
-
-
-# --------------------------------------------------------------------------------------------
-# object keys
-
-def main_path(topic: str, topic_id: str, partition: int, base_offset: int, segment_id: str) -> str:
-    """``{topic}-{topicId}/{partition}/{%020d startOffset}-{segmentId}`` (ObjectKeyFactory.mainPath)."""
-    if base_offset < 0:
-        raise ValueError(f"start offset must be >= 0, got {base_offset}")
-    return f"{topic}-{topic_id}/{partition}/{base_offset:020d}-{segment_id}"
-
-
-def object_key(prefix: str | None, topic: str, topic_id: str, partition: int, base_offset: int,
-               segment_id: str, suffix: str) -> str:
-    """The key of one of a segment's objects; ``suffix`` is ``log``, ``indexes`` or ``rsm-manifest``."""
-    if suffix not in SUFFIXES:
-        raise ValueError(f"unknown Aiven object suffix {suffix!r}; valid: {', '.join(SUFFIXES)}")
-    return f"{prefix or ''}{main_path(topic, topic_id, partition, base_offset, segment_id)}.{suffix}"
-
-
-def segment_object_key(segment, suffix: str, prefix: str | None = None) -> str:
-    """The key for a :class:`~.segment.RemoteSegment`, letting its custom metadata win.
-
-    As the plugin's ``ObjectKeyFactory.key(fields, ...)``: OBJECT_PREFIX replaces the configured
-    prefix and OBJECT_KEY replaces the main path, each only when present.
-    """
-    if suffix not in SUFFIXES:
-        raise ValueError(f"unknown Aiven object suffix {suffix!r}; valid: {', '.join(SUFFIXES)}")
-    fields = decode_custom_metadata(segment.custom_metadata) if segment.custom_metadata else {}
-    pfx = fields.get("object_prefix")
-    main = fields.get("object_key")
-    if pfx is None:
-        pfx = prefix or ""
-    if main is None:
-        main = main_path(segment.topic, segment.topic_id, segment.partition, segment.base_offset,
-                         segment.segment_id)
-    return f"{pfx}{main}.{suffix}"
-
-
-# --------------------------------------------------------------------------------------------
-# custom metadata: a Kafka tagged-fields section
-
-def _read_uvarint(data: bytes, pos: int, what: str, max_bytes: int = 5) -> tuple[int, int]:
-    # The custom metadata is a Kafka tagged-fields block: the protocol's own varint reader, with
-    # its error turned into this layer's (the byte position is in the message).
-    try:
-        return read_uvarint(data, pos, max_bytes)
-    except ProtocolError as exc:
-        raise SegmentFormatError(f"custom metadata: bad varint ({what}) at byte position {pos}: "
-                                 f"{exc}") from None
-
-
-def encode_custom_metadata(*, remote_size: int | None = None, object_prefix: str | None = None,
-                           object_key: str | None = None) -> bytes:
-    """Encode the fields that are not None; no field at all gives ``b""`` (as the plugin does)."""
-    fields: list[tuple[int, bytes]] = []
-    if remote_size is not None:
-        if not -(2**63) <= remote_size < 2**63:
-            raise ValueError(f"remote_size out of int64 range: {remote_size}")
-        body = bytearray()
-        write_varlong(body, remote_size)
-        fields.append((TAG_REMOTE_SIZE, bytes(body)))
-    for tag, text in ((TAG_OBJECT_PREFIX, object_prefix), (TAG_OBJECT_KEY, object_key)):
-        if text is not None:
-            raw = text.encode("utf-8")
-            body = bytearray()
-            write_uvarint(body, len(raw) + 1)
-            body += raw
-            fields.append((tag, bytes(body)))
-    if not fields:
-        return b""
-    out = bytearray()
-    write_uvarint(out, len(fields))
-    for tag, body in fields:
-        write_uvarint(out, tag)
-        write_uvarint(out, len(body))
-        out += body
-    return bytes(out)
-
-
-def decode_custom_metadata(data: bytes | None) -> dict:
-    """Decode a custom-metadata block into ``{"remote_size", "object_prefix", "object_key"}``.
-
-    Absent fields are None; unknown tags are skipped (a newer plugin may add some), as Kafka's
-    tagged-fields reader does.  Malformed input raises :class:`SegmentFormatError` naming the
-    byte position.
-    """
-    result = {"remote_size": None, "object_prefix": None, "object_key": None}
-    if not data:
-        return result
-    data = bytes(data)
-    count, pos = _read_uvarint(data, 0, "field count")
-    prev_tag = -1
-    for _ in range(count):
-        tag_pos = pos
-        tag, pos = _read_uvarint(data, pos, "tag")
-        if tag <= prev_tag:
-            raise SegmentFormatError(
-                f"custom metadata: tag {tag} out of order or repeated at byte position {tag_pos}")
-        prev_tag = tag
-        size, pos = _read_uvarint(data, pos, f"size of tag {tag}")
-        end = pos + size
-        if end > len(data):
-            raise SegmentFormatError(
-                f"custom metadata: tag {tag} claims {size} bytes at byte position {pos} "
-                f"but only {len(data) - pos} remain")
-        body = data[pos:end]
-        if tag == TAG_REMOTE_SIZE:
-            raw, used = _read_uvarint(body, 0, "remote_size", max_bytes=10)
-            if used != size:
-                raise SegmentFormatError(
-                    f"custom metadata: REMOTE_SIZE has {size - used} trailing bytes at byte position {pos + used}")
-            result["remote_size"] = (raw >> 1) ^ -(raw & 1)
-        elif tag in (TAG_OBJECT_PREFIX, TAG_OBJECT_KEY):
-            name = "object_prefix" if tag == TAG_OBJECT_PREFIX else "object_key"
-            n1, used = _read_uvarint(body, 0, f"{name} length")
-            if n1 == 0:
-                raise SegmentFormatError(
-                    f"custom metadata: {name} is a null compact string at byte position {pos}")
-            if used + n1 - 1 != size:
-                raise SegmentFormatError(
-                    f"custom metadata: {name} length {n1 - 1} does not fit its field size {size} "
-                    f"at byte position {pos}")
-            try:
-                result[name] = body[used:].decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise SegmentFormatError(
-                    f"custom metadata: {name} is not UTF-8 at byte position {pos + used + exc.start}") from None
-        pos = end
-    if pos != len(data):
-        raise SegmentFormatError(
-            f"custom metadata: {len(data) - pos} trailing bytes at byte position {pos}")
-    return result
 
 
 # --------------------------------------------------------------------------------------------
@@ -519,64 +385,13 @@ class SegmentManifest:
                    d["compression"], encryption, d.get("remoteLogSegmentMetadata"))
 
 
-def remote_log_segment_metadata_json(*, topic: str, topic_id: str, partition: int, segment_id: str,
-                                     start_offset: int, end_offset: int, max_timestamp_ms: int,
-                                     broker_id: int, event_timestamp_ms: int,
-                                     segment_leader_epochs: Mapping[int, int]) -> dict:
-    """The informational ``remoteLogSegmentMetadata`` block the plugin adds to its manifests."""
-    return {
-        "remoteLogSegmentId": {"topicIdPartition": {"topicId": topic_id,
-                                                    "topicPartition": {"topic": topic, "partition": partition}},
-                               "id": segment_id},
-        "startOffset": start_offset, "endOffset": end_offset, "maxTimestampMs": max_timestamp_ms,
-        "brokerId": broker_id, "eventTimestampMs": event_timestamp_ms,
-        "segmentLeaderEpochs": {str(k): v for k, v in segment_leader_epochs.items()},
-    }
 
 
 # --------------------------------------------------------------------------------------------
 # writer side
 
-def transform_chunks(data: bytes, chunk_size: int, compression: bool) -> tuple[bytes, ChunkIndex]:
-    """Cut ``data`` into chunks of ``chunk_size`` and transform each as the plugin does.
-
-    Without compression the object is the data itself and the index is ``fixed``; with it each
-    chunk becomes its own zstd frame (content size recorded) and the index is ``variable``.
-    Encryption is not written by this project.
-    """
-    if chunk_size <= 0:
-        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
-    n = len(data)
-    if n > _INT32_MAX:
-        raise ValueError(f"Aiven's format holds segments below 2 GiB, got {n} bytes")
-    if not compression:
-        last = n - (-(-n // chunk_size) - 1) * chunk_size if n else 0
-        return bytes(data), ChunkIndex.fixed(chunk_size, n, chunk_size, last)
-    import zstandard
-    cctx = zstandard.ZstdCompressor(write_content_size=True)
-    mv = memoryview(data)
-    parts = [cctx.compress(mv[i:i + chunk_size]) for i in range(0, n, chunk_size)] or [cctx.compress(b"")]
-    return b"".join(parts), ChunkIndex("variable", chunk_size, n, tuple(len(p) for p in parts))
 
 
-def build_indexes(offset: bytes, timestamp: bytes, producer_snapshot: bytes, leader_epoch: bytes,
-                  transaction: bytes | None) -> tuple[bytes, SegmentIndexes]:
-    """Concatenate the indexes in the plugin's order into the ``.indexes`` blob.
-
-    ``leader_epoch`` is the leader-epoch checkpoint text Kafka hands the RSM; ``transaction`` is
-    None when the segment has no ``.txnindex``.
-    """
-    blobs = [offset, timestamp, producer_snapshot, leader_epoch]
-    if transaction is not None:
-        blobs.append(transaction)
-    pos = 0
-    entries = []
-    for b in blobs:
-        entries.append(SegmentIndex(pos, len(b)))
-        pos += len(b)
-    if transaction is None:
-        entries.append(None)
-    return b"".join(bytes(b) for b in blobs), SegmentIndexes(*entries)
 
 
 # --------------------------------------------------------------------------------------------

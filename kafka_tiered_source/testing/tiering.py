@@ -29,6 +29,7 @@ from ..storage import aiven
 from ..storage.segment import RemoteSegment
 from ..storage.indexes import (AbortedTxn, lookup_position, lookup_time, parse_offset_index,
                                parse_time_index, parse_txn_index)
+from . import aiven_writer
 from .log import Segment, build_indexes, collect_aborted
 from .remote import RemoteStore
 
@@ -235,12 +236,12 @@ class RemotePartition:
         if cfg.layout == LAYOUT_AIVEN:
             stem = aiven.main_path(self.topic, self.topic_id, self.partition, seg.base_offset, seg_id)
             log_key = f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_LOG}"
-            obj, chunk_index = aiven.transform_chunks(data, cfg.chunk_size, cfg.chunk_compression)
-            blob, seg_indexes = aiven.build_indexes(offset_index, time_index, b"", checkpoint,
+            obj, chunk_index = aiven_writer.transform_chunks(data, cfg.chunk_size, cfg.chunk_compression)
+            blob, seg_indexes = aiven_writer.build_indexes(offset_index, time_index, b"", checkpoint,
                                                     txn if txn else None)
             manifest = aiven.SegmentManifest(
                 chunk_index, seg_indexes, cfg.chunk_compression, None,
-                aiven.remote_log_segment_metadata_json(
+                aiven_writer.remote_log_segment_metadata_json(
                     topic=self.topic, topic_id=self.topic_id, partition=self.partition,
                     segment_id=seg_id, start_offset=seg.base_offset, end_offset=last_offset,
                     max_timestamp_ms=max_ts, broker_id=cfg.broker_id,
@@ -249,7 +250,7 @@ class RemotePartition:
             self.store.put(log_key, obj)
             self.store.put(f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_INDEXES}", blob)
             self.store.put(f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_MANIFEST}", manifest)
-            custom = aiven.encode_custom_metadata(
+            custom = aiven_writer.encode_custom_metadata(
                 remote_size=len(obj) + len(blob) + len(manifest),
                 object_prefix=cfg.key_prefix or None, object_key=stem).hex()
         else:

@@ -1,59 +1,14 @@
-"""The ``kafka-tiered`` command line.
-
-Subcommands are registered with :func:`command`: a function that receives the argparse
-sub-parser to add its options and returns the function that runs it (``run(args) -> exit
-code``).  ``main`` builds the parser from the registry, so a new subcommand (``broker``, ...) is
-one decorated function in its own module plus an import in :data:`SUBCOMMAND_MODULES`.
-"""
+"""``kafka-tiered dump``: a segment's record batches, like Kafka's ``kafka-dump-log``."""
 from __future__ import annotations
 
 import argparse
 import base64
-import importlib
 import json
 import mmap
 import struct
 import sys
-from typing import Callable
 
-_REGISTRY: dict[str, tuple[str, Callable]] = {}
-
-# Modules that register subcommands when imported (besides this one).
-SUBCOMMAND_MODULES: list[str] = ["kafka_tiered_source.testing.cli"]
-
-
-def command(name: str, help: str):
-    """Register ``setup(parser) -> run`` as subcommand ``name``."""
-    def register(setup: Callable):
-        _REGISTRY[name] = (help, setup)
-        return setup
-    return register
-
-
-def build_parser() -> argparse.ArgumentParser:
-    for mod in SUBCOMMAND_MODULES:
-        importlib.import_module(mod)
-    parser = argparse.ArgumentParser(prog="kafka-tiered",
-                                     description="Read Kafka topics out of tiered storage.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (help, setup) in sorted(_REGISTRY.items()):
-        p = sub.add_parser(name, help=help, description=help)
-        p.set_defaults(_run=setup(p))
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args._run(args)
-    except BrokenPipeError:   # `kafka-tiered dump x.log | head`: stop quietly
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-
-
-# ---- dump ----
+from . import command
 
 @command("dump", "Print the record batches of a segment file (.log), like kafka-dump-log.")
 def _dump_setup(p: argparse.ArgumentParser):
@@ -77,7 +32,7 @@ def _dump(args) -> int:
 
 
 def _crc_valid(buf, h) -> bool:
-    from .records.header import ATTRIBUTES_OFFSET
+    from ..records.header import ATTRIBUTES_OFFSET
     import crc32c
 
     return crc32c.crc32c(buf[h.position + ATTRIBUTES_OFFSET:h.end]) == h.crc
@@ -86,10 +41,10 @@ def _crc_valid(buf, h) -> bool:
 def dump(buf, name: str, *, records: bool = False, as_json: bool = False,
          verify_crc: bool = True, out=sys.stdout) -> int:
     """Write a description of every batch in ``buf``; 0 when the file is sound, 1 otherwise."""
-    from .errors import CorruptRecordError
-    from .records import decode_batches
-    from .records.header import CODEC_NAMES, HEADER_SIZE, LOG_OVERHEAD, read_header
-    from .records.transactions import control_type
+    from ..errors import CorruptRecordError
+    from ..records import decode_batches
+    from ..records.header import CODEC_NAMES, HEADER_SIZE, LOG_OVERHEAD, read_header
+    from ..records.transactions import control_type
 
     status = 0
     if not as_json:
@@ -122,7 +77,7 @@ def dump(buf, name: str, *, records: bool = False, as_json: bool = False,
         if records and h.magic == 2 and (crc_ok or not verify_crc):
             try:
                 if h.is_control:
-                    from .records.decoder import _records
+                    from ..records.decoder import _records
                     body, origin, dec = _records(buf, h, pos, h.size, 0, 1 << 20)
                     ctype = control_type(body, h, origin, dec)
                     info["controlType"] = {0: "ABORT", 1: "COMMIT"}.get(ctype, ctype)
@@ -186,10 +141,3 @@ def _print_batch(out, as_json, info, rows, error):
               f"headerKeys: [{hdrs}]", file=out)
     if error:
         print(f"| error: {error}", file=out)
-
-
-if __name__ == "__main__":
-    # Run the registry of the importable module, not of this __main__ copy: subcommand modules
-    # register themselves on ``kafka_tiered_source.cli``.
-    from kafka_tiered_source.cli import main as _main
-    sys.exit(_main())

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from ..cli import command
+from . import command
 
 
 @command("broker", "Run an embedded Kafka-protocol broker with tiered storage (tests, demos).")
@@ -49,7 +49,7 @@ def _broker_setup(p: argparse.ArgumentParser):
 
 def _broker_run(args) -> int:
     from ..errors import ConfigError
-    from .cluster import EmbeddedCluster
+    from ..testing.cluster import EmbeddedCluster
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sasl = None

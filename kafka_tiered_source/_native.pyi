@@ -1,0 +1,93 @@
+# Type stubs of the C extension built from native/ (module.c, records.c, batch.c, lz4.c,
+# crc32c.c).  tests/test_native_interface.py checks that they name exactly what the module
+# exports; the pure-Python backend (records/_python.py) implements the same Builder interface.
+from typing import Protocol
+
+from typing_extensions import Buffer as _BytesLike
+
+class RecordFormatError(ValueError):
+    """Malformed record bytes; ``args`` is ``(message, byte position)``."""
+
+class Buffer:
+    """Read-only memory produced by the decoder (owned; freed with the object).  Supports the
+    buffer protocol, so ``pyarrow.py_buffer(b)`` wraps it without a copy."""
+    def __len__(self) -> int: ...
+
+class Columns(Protocol):
+    """Builder.finish(): the finished buffers of one Arrow batch, by name.  The header fields
+    are None when the builder was made without headers."""
+    @property
+    def rows(self) -> int: ...
+    @property
+    def key_nulls(self) -> int: ...
+    @property
+    def key_validity(self) -> Buffer: ...
+    @property
+    def key_offsets(self) -> Buffer: ...
+    @property
+    def key_data(self) -> Buffer: ...
+    @property
+    def value_nulls(self) -> int: ...
+    @property
+    def value_validity(self) -> Buffer: ...
+    @property
+    def value_offsets(self) -> Buffer: ...
+    @property
+    def value_data(self) -> Buffer: ...
+    @property
+    def offsets(self) -> Buffer: ...
+    @property
+    def timestamps(self) -> Buffer: ...
+    @property
+    def timestamp_types(self) -> Buffer: ...
+    @property
+    def header_nulls(self) -> int | None: ...
+    @property
+    def header_validity(self) -> Buffer | None: ...
+    @property
+    def header_offsets(self) -> Buffer | None: ...
+    @property
+    def header_count(self) -> int | None: ...
+    @property
+    def header_key_offsets(self) -> Buffer | None: ...
+    @property
+    def header_key_data(self) -> Buffer | None: ...
+    @property
+    def header_value_nulls(self) -> int | None: ...
+    @property
+    def header_value_validity(self) -> Buffer | None: ...
+    @property
+    def header_value_offsets(self) -> Buffer | None: ...
+    @property
+    def header_value_data(self) -> Buffer | None: ...
+
+class Builder:
+    """Records -> Arrow buffers.  ``max_bytes`` caps the key/value/header bytes of one batch
+    (Arrow's int32 offsets): a full builder stops and asks to be finished."""
+    def __init__(self, include_headers: bool = True, max_bytes: int = 2**31 - 1) -> None: ...
+    @property
+    def rows(self) -> int: ...
+    def append(self, data: _BytesLike, pos: int, end: int, remaining: int, base_offset: int,
+               base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
+               max_offset: int, origin: int, decompressed: bool) -> tuple[int, int]:
+        """Append up to ``remaining`` records from ``data[pos:end]`` -> ``(pos, remaining)``."""
+    def append_lz4(self, data: _BytesLike, pos: int, size: int, remaining: int, base_offset: int,
+                   base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
+                   max_offset: int, origin: int, verify_crc: bool, limit: int,
+                   flush: bool) -> tuple[bool, int, int]:
+        """Decompress an lz4 batch block by block and append its records -> ``(done, pos,
+        remaining)``; ``done`` False: the frame was refused, python-lz4 continues from ``pos``."""
+    def finish(self) -> Columns:
+        """The buffers of the rows appended so far; the builder starts over empty."""
+
+def lz4_decompress(frame: _BytesLike, limit: int, out: bytearray | None = None) -> bytes | int:
+    """An LZ4 frame's content (at most ``limit`` bytes), or the size written into ``out``."""
+def crc32c(data: _BytesLike, start: int = 0, end: int = ...) -> int: ...
+def check_batch(data: _BytesLike, pos: int, size: int, origin: int, verify_crc: bool) -> None:
+    """Magic and CRC-32C of the batch at ``data[pos:pos+size]``; RecordFormatError names the
+    byte position ``origin + ...``."""
+def fill_constant_columns(topic_utf8: bytes, partition: int, offsets: _BytesLike, data: _BytesLike,
+                          values: _BytesLike) -> None:
+    """Fill the topic and partition columns (one value on every row) into Arrow buffers."""
+def crc32c_impl() -> str:
+    """``'sse4.2'`` or ``'table'``."""

@@ -1,0 +1,51 @@
+"""The ``kafka-tiered`` command line.
+
+Subcommands are registered with :func:`command`: a function that receives the argparse
+sub-parser to add its options and returns the function that runs it (``run(args) -> exit
+code``).  ``main`` builds the parser from the registry, so a new subcommand (``broker``, ...) is
+one decorated function in its own module of this package plus its name in
+:data:`SUBCOMMAND_MODULES`.  The command line is the top of the layout: it may import any part
+(the ``broker`` command starts the embedded broker of :mod:`kafka_tiered_source.testing`).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Callable
+
+_REGISTRY: dict[str, tuple[str, Callable]] = {}
+
+# Modules that register subcommands when imported (besides this one).
+SUBCOMMAND_MODULES: list[str] = ["kafka_tiered_source.cli.dump", "kafka_tiered_source.cli.broker"]
+
+
+def command(name: str, help: str):
+    """Register ``setup(parser) -> run`` as subcommand ``name``."""
+    def register(setup: Callable):
+        _REGISTRY[name] = (help, setup)
+        return setup
+    return register
+
+
+def build_parser() -> argparse.ArgumentParser:
+    for mod in SUBCOMMAND_MODULES:
+        importlib.import_module(mod)
+    parser = argparse.ArgumentParser(prog="kafka-tiered",
+                                     description="Read Kafka topics out of tiered storage.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help, setup) in sorted(_REGISTRY.items()):
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(_run=setup(p))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args._run(args)
+    except BrokenPipeError:   # `kafka-tiered dump x.log | head`: stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

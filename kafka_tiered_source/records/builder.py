@@ -1,0 +1,32 @@
+"""What a decoder backend's record builder offers, as a type.
+
+Both backends (:mod:`._native_backend`, C; :mod:`._python`, the reference) provide a ``Builder``
+that appends the records of a batch to Arrow columns and hands out a finished
+``pyarrow.RecordBatch``.  The batch walk in :mod:`.decoder` drives either through this
+interface.  ``fused_lz4`` declares whether the builder reads lz4 batches itself
+(``append_lz4``: the C decoder's own frame reader, block by block); a builder without it gets
+lz4 batches already decompressed, through ``append``.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import pyarrow as pa
+
+
+class RecordBuilder(Protocol):
+    include_headers: bool
+    fused_lz4: bool
+
+    @property
+    def rows(self) -> int:
+        """Rows appended since the last :meth:`finish`."""
+
+    def append(self, data, pos: int, end: int, remaining: int, base_offset: int,
+               base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
+               max_offset: int, origin: int, decompressed: bool) -> tuple[int, int]:
+        """Append up to ``remaining`` records from ``data[pos:end]``; returns ``(pos,
+        remaining)``: ``remaining > 0`` means this Arrow batch is full (finish it, go on)."""
+
+    def finish(self, topic: str, partition: int) -> pa.RecordBatch:
+        """The rows so far as one batch in Spark's Kafka schema; starts over empty."""
