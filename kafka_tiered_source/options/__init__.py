@@ -20,7 +20,7 @@ from .client import ClientConfig
 from .fetchers import available_fetchers, register_fetcher
 from .pricing import EGRESS_CLASSES, PRESETS, CostModel
 from .quotas import QuotaConfig
-from .read import OptionMap, ReadOptions, include_headers
+from .read import OptionMap, ReadOptions, client_properties, include_headers
 from .storage import FetcherConfig
 from .table import OPTIONS, KAFKA_OPTIONS, Option, markdown_table
 
@@ -28,11 +28,3 @@ __all__ = ["ClientConfig", "CostModel", "EGRESS_CLASSES", "FetcherConfig", "KAFK
            "Option", "OptionMap", "PRESETS", "QuotaConfig", "ReadOptions", "available_fetchers",
            "client_properties", "include_headers", "markdown_table", "register_fetcher"]
 
-
-def client_properties(options: ReadOptions) -> dict:
-    """Kafka client properties from :class:`ReadOptions` (``kafka.*`` with the prefix stripped)."""
-    props = dict(options.kafka)
-    props["bootstrap.servers"] = ",".join(options.bootstrap_servers)
-    props.setdefault("client.id", options.client_id)
-    props["isolation.level"] = options.isolation_level
-    return props

@@ -119,6 +119,11 @@ class RemoteStorageFetcher(abc.ABC):
     """
 
     backend = "custom"
+    #: Python modules the backend needs, checked by the registry for a clear install hint.
+    requires: tuple[str, ...] = ()
+    #: A third-party fetcher's own options, ``{"remote.storage.<name>.<setting>": "doc"}``: only
+    #: these pass the option validator (None: every ``remote.storage.<name>.*`` passes).
+    options: dict | None = None
 
     def __init__(self, config: FetcherConfig | None = None, observer: FetchObserver | None = None):
         self.config = config if config is not None else FetcherConfig()
@@ -217,8 +222,6 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
     """A fetcher over an object store with ranged GETs; subclasses provide one GET."""
 
     reads_manifests = True
-    #: Python modules the backend needs, checked by the registry for a clear install hint.
-    requires: tuple[str, ...] = ()
 
     def _init_runtime(self) -> None:
         super()._init_runtime()

@@ -54,7 +54,7 @@ def fetcher_class(name: str | None = None, *, class_path: str | None = None) -> 
         if cls is None:
             raise ConfigError(f"unknown fetcher {name!r} in remote.storage.fetcher; valid: "
                               f"{', '.join(available_fetchers())}", option="remote.storage.fetcher")
-    missing = _missing(getattr(cls, "requires", ()))
+    missing = _missing(cls.requires)
     if missing:
         raise ConfigError(
             f"fetcher {name!r} needs {', '.join(missing)}, which cannot be imported"
