@@ -15,10 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml setup.py package.json $(wildcard native/*.c native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
-	# compat mode: the checkout goes on sys.path (a .pth entry), so Spark's data-source discovery
-	# (pkgutil.iter_modules over sys.path) finds pyspark_kafka_tiered; the default editable mode
-	# serves modules from an import hook that discovery cannot see (DATA_SOURCE_NOT_FOUND).
-	$(BIN)/pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -e '.[dev]'
 	npm install --no-audit --no-fund --loglevel=error
 	$(BIN)/python -c "import kafka_tiered_source as k; print('kafka-tiered', k.__version__, 'decoder:', k.decoder_backend())"
 	touch $@

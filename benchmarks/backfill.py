@@ -62,9 +62,10 @@ TIB = 1 << 40
 PART_SIZE = 8 * MIB          # the reader's default fetch.remote.part.size.bytes
 KEY_BYTES = 16
 CODECS = {0: ("zstd", 4), 1: ("lz4", 3)}   # partition parity -> (name, kafka-python codec id)
-WAYS = ("direct", "broker", "direct-file", "kafka-python", "confluent-kafka", "transport-direct",
+WAYS = ("direct", "broker", "direct-file", "direct-today", "broker-today", "kafka-python", "confluent-kafka",
+        "transport-direct",
         "transport-broker")
-SPARK_WAYS = ("direct", "broker", "direct-file")
+SPARK_WAYS = ("direct", "broker", "direct-file", "direct-today", "broker-today")
 TRANSPORT_WAYS = ("transport-direct", "transport-broker")
 
 
@@ -202,13 +203,14 @@ def cpu_seconds(pid: int) -> float:
 class Broker:
     """``kafka-tiered broker`` in a subprocess, remote storage through the proxy."""
 
-    def __init__(self, data_dir: str, endpoint: str, segment_bytes: int):
+    def __init__(self, data_dir: str, endpoint: str, segment_bytes: int, *, kip1248: bool = True):
         env = _env()
         env.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
         self.proc, lines = _spawn(
             ["-m", "kafka_tiered_source.cli", "broker", "--data-dir", data_dir, "--port", "0",
              "--remote-storage", f"s3://{BUCKET}", "--s3-endpoint-url", endpoint, "--s3-region", "us-east-1",
-             "--segment-bytes", str(segment_bytes), "--metrics-port", "0", "--log-level", "WARNING"],
+             "--segment-bytes", str(segment_bytes), "--metrics-port", "0", "--log-level", "WARNING"]
+            + ([] if kip1248 else ["--no-kip1248"]),
             env=env, expect=r"^metrics: ")
         text = "".join(lines)
         self.bootstrap = re.search(r"bootstrap servers: (\S+)", text).group(1)
@@ -559,7 +561,8 @@ def render_markdown(result: dict) -> str:
     ]
     rows = result["rows"]
     for r in sorted(rows, key=lambda r: (r["size"], WAYS.index(r["way"]), r["cores"])):
-        ref = "transport-broker" if r["way"] in TRANSPORT_WAYS else "broker"
+        ref = ("transport-broker" if r["way"] in TRANSPORT_WAYS else
+               "broker-today" if r["way"] in ("direct-today", "broker-today") else "broker")
         base = next((b for b in rows if b["way"] == ref and b["size"] == r["size"]
                      and b["cores"] == (r["cores"] if r["way"] in SPARK_WAYS + TRANSPORT_WAYS else 1)), None)
         vs = f"{base['wall_s'] / r['wall_s']:.2f}x" if base else ""
@@ -576,7 +579,10 @@ def render_markdown(result: dict) -> str:
               "by this row's (the clients are compared with broker local[1]; the transport-only rows with "
               "transport-broker at the same thread count).  \"broker record bytes\": the broker's "
               "`remote_fetch_bytes_total` counter (every byte of this topic is tiered, so it is every record "
-              "byte the broker served).", "",
+              "byte the broker served).  The `-today` rows run against the same data behind a broker "
+              "that behaves as Apache Kafka 4.1 (`--no-kip1248`: no location answers): `direct-today` "
+              "finds the segments through `__remote_log_metadata` and is compared with `broker-today`, "
+              "the same broker serving the read.", "",
               "| target | measured | |", "|---|---|---|"]
     for t in evaluate(result):
         lines.append(f"| {t['target']} | {t['measured']} | {'met' if t['met'] else '**missed**'} |")
@@ -665,6 +671,27 @@ def main(argv=None) -> int:
                         rows.append(row)
             finally:
                 spark.stop()
+
+        # Today's Kafka: the same data behind a broker that ignores the KIP-1248 tags; the reader
+        # finds the tiered segments through __remote_log_metadata (its "auto" locator), against
+        # the same broker serving the read itself.  Largest size, most cores.
+        broker.stop()
+        procs.remove(broker)
+        broker = Broker(data_dir, store.endpoint, segment_bytes, kip1248=False)
+        procs.append(broker)
+        f, cores = facts[sizes[-1]], max(cores_list)
+        spark = _session(cores)
+        try:
+            opts = {"kafka.bootstrap.servers": broker.bootstrap, "minPartitions": str(args.partitions),
+                    "subscribe": f["topic"], **storage}
+            spark_read(spark, opts)                             # warm up against this broker
+            for way, o in (("direct-today", opts), ("broker-today", {**opts, "fetch.remote.enabled": "false"})):
+                def run(o=o):
+                    wall, st = spark_read(spark, o)
+                    return wall, st.records, st
+                rows.append(measure(way, cores, sizes[-1], f, run, broker, store))
+        finally:
+            spark.stop()
 
         # the storage paths alone (no Spark, no decoding), at the largest size
         f = facts[sizes[-1]]

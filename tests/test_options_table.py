@@ -117,3 +117,13 @@ def test_readme_option_reference_is_the_generated_table():
     assert found, "README.md lacks the generated option reference"
     assert found.group(1).strip() == markdown_table().strip(), \
         "README's option table is stale: paste kafka_tiered_source.options.markdown_table() there"
+
+
+@pytest.mark.parametrize("locator", ["kip1248", "metadata-topic"])
+def test_locators_that_need_a_broker_are_refused_offline(locator):
+    with pytest.raises(ConfigError) as info:
+        ReadOptions.parse({"subscribe": "t", "remote.storage.uri": "file:///tmp/x",
+                           "remote.segment.locator": locator})
+    assert info.value.option == "remote.segment.locator" and "kafka.bootstrap.servers" in str(info.value)
+    assert ReadOptions.parse({"subscribe": "t", "remote.storage.uri": "file:///tmp/x",
+                              "remote.segment.locator": "listing"}).segment_locator == "listing"

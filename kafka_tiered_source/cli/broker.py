@@ -41,6 +41,11 @@ def _broker_setup(p: argparse.ArgumentParser):
     p.add_argument("--ssl-keyfile")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus text at /metrics")
     p.add_argument("--auto-create-topics", action="store_true")
+    p.add_argument("--no-kip1248", dest="kip1248", action="store_false",
+                   help="answer Fetch as Apache Kafka 4.1 does: no KIP-1248 locations, tiered data "
+                        "through the broker (readers find segments through __remote_log_metadata)")
+    p.add_argument("--remote-log-metadata-partitions", type=int, default=50,
+                   help="partitions of __remote_log_metadata (default 50, as Kafka)")
     p.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
                    help="create this topic at start-up unless it exists (repeatable)")
     p.add_argument("--log-level", default="INFO")
@@ -68,7 +73,8 @@ def _broker_run(args) -> int:
         s3_region=args.s3_region, s3_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
         s3_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
         s3_session_token=os.environ.get("AWS_SESSION_TOKEN"), sasl=sasl, ssl=ssl, host=args.host,
-        port=args.port, metrics_port=args.metrics_port, auto_create_topics=args.auto_create_topics)
+        port=args.port, metrics_port=args.metrics_port, auto_create_topics=args.auto_create_topics,
+        kip1248=args.kip1248, remote_log_metadata_partitions=args.remote_log_metadata_partitions)
     for spec in args.topic:
         name, _, parts = spec.partition(":")
         if name not in cluster.topics:

@@ -155,6 +155,8 @@ class ReadOptions:
     kafka: OptionMap = field(default_factory=OptionMap)
     storage: FetcherConfig = field(default_factory=FetcherConfig)
     fetch_remote_enabled: bool = True
+    segment_locator: str = "auto"            # remote.segment.locator
+    metadata_topic: str = "__remote_log_metadata"   # remote.log.metadata.topic
     partition_target_bytes: int = 128 * MIB
     poll_timeout_ms: int = 120_000          # kafkaConsumer.pollTimeoutMs (Spark: network timeout)
     fetch_offset_num_retries: int = 3       # fetchOffset.numRetries
@@ -262,6 +264,12 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
                               "'kafka.bootstrap.servers' is given: segments are found offline by "
                               "listing, which needs the aiven or kafka-local-tiered layout",
                               option="remote.storage.layout")
+        locator = opt("remote.segment.locator")
+        if locator not in ("auto", "listing"):
+            raise ConfigError(f"Option 'remote.segment.locator' is '{locator}' but no "
+                              f"'kafka.bootstrap.servers' is given: without a broker segments are "
+                              f"found by listing the store (auto or listing)",
+                              option="remote.segment.locator")
         if not fetch_remote_enabled:
             raise ConfigError("Option 'fetch.remote.enabled' is false but no "
                               "'kafka.bootstrap.servers' is given: with neither a broker nor "
@@ -312,6 +320,8 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         kafka=OptionMap(kafka),
         storage=storage,
         fetch_remote_enabled=fetch_remote_enabled,
+        segment_locator=opt("remote.segment.locator"),
+        metadata_topic=opt("remote.log.metadata.topic"),
         partition_target_bytes=opt("partition.target.bytes"),
         poll_timeout_ms=opt("kafkaConsumer.pollTimeoutMs"),
         fetch_offset_num_retries=opt("fetchOffset.numRetries"),

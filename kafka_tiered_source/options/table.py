@@ -67,6 +67,7 @@ SPARK_BOOL = v.boolean
 LENIENT_BOOL = partial(v.boolean, lenient=True)
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 LAYOUTS = ("aiven", "kafka-local-tiered", "template")
+LOCATORS = ("auto", "kip1248", "metadata-topic", "listing")
 
 O = Option
 OPTIONS: tuple[Option, ...] = (
@@ -99,6 +100,11 @@ OPTIONS: tuple[Option, ...] = (
     O("partition.target.bytes", "source", "bytes per Spark partition", _int(1), 128 * MIB),
     O("fetch.remote.enabled", "source", "read tiered segments directly; `false` reads everything through brokers",
       SPARK_BOOL, True),
+    O("remote.segment.locator", "source", "how tiered segments are found: `auto` (KIP-1248 answers, then "
+      "`__remote_log_metadata`, then listing the store), `kip1248`, `metadata-topic` or `listing`",
+      partial(v.choice, choices=LOCATORS), "auto"),
+    O("remote.log.metadata.topic", "source", "the topic today's brokers keep tiered segments in "
+      "(TopicBasedRemoteLogMetadataManager)", v.nonempty, "__remote_log_metadata"),
     # -- where the objects are -------------------------------------------------------------------
     O("remote.storage.fetcher", "storage", "fetcher name: s3, gcs, azure, fsspec, presigned, or one registered "
       "under the entry-point group kafka_tiered_source.fetchers", lambda label, name, raw: str(raw).strip().lower()),

@@ -28,12 +28,15 @@ class Estimate:
     broker_ranges: int
     broker_bytes: int         # the planner's guess for offsets still on the brokers
     model: CostModel = field(default_factory=CostModel)
+    locators: dict = field(default_factory=dict)   # locator name -> partitions it served
 
     def __str__(self) -> str:
         return (f"{self.gets:,} GETs ({self.log_gets:,} ranged + {self.manifest_gets:,} manifests), "
                 f"{self.bytes:,} bytes from storage, ${self.dollars:.6f} ({self.model.describe()}); "
                 f"{self.partitions} Spark partitions, {self.remote_ranges} remote ranges, "
-                f"{self.broker_ranges} broker ranges (~{self.broker_bytes:,} bytes via brokers)")
+                f"{self.broker_ranges} broker ranges (~{self.broker_bytes:,} bytes via brokers); "
+                f"segments located by " + (", ".join(f"{n} ({k} partitions)" for n, k in
+                                                      sorted(self.locators.items())) or "none"))
 
 
 def estimate_plan(plan: Plan, options) -> Estimate:
@@ -60,8 +63,11 @@ def estimate_plan(plan: Plan, options) -> Estimate:
                 broker += 1
                 broker_bytes += r.estimated_bytes
     gets = log_gets + manifests
+    locators: dict = {}
+    for name in plan.locators.values():
+        locators[name] = locators.get(name, 0) + 1
     return Estimate(gets, log_gets, manifests, nbytes, model.dollars(gets, nbytes), len(plan.tasks),
-                    remote, broker, broker_bytes, model)
+                    remote, broker, broker_bytes, model, locators)
 
 
 def check_budget(estimate: Estimate) -> None:

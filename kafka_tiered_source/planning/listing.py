@@ -41,6 +41,7 @@ from ..storage.segment import RemoteSegment
 from .locate import Located
 from .packing import SegmentSlice, index_checkpoints
 from .plan import PartitionRange
+from .tiered import locate_tiered
 from .txn import aborted_in
 
 log = logging.getLogger(__name__)
@@ -300,3 +301,26 @@ def _name(seg: RemoteSegment) -> str:
 
 def _with_end(seg: RemoteSegment, end: int, size: int | None = None) -> RemoteSegment:
     return replace(seg, end_offset=end, size_bytes=seg.size_bytes if size is None else size)
+
+
+class ListingLocator:
+    """The ``listing`` locator with a broker: the store's listing finds the tiered segments,
+    the broker supplies the bounds, the LSO and everything past the last tiered offset."""
+
+    name = "listing"
+
+    def __init__(self, options, fetcher: SegmentCatalog, client, *, isolation_level: int, offset_index):
+        self.listing = StoreListing(options, fetcher)
+        self.client = client
+        self.iso = isolation_level
+        self.offset_index = offset_index
+        self._catalog: dict | None = None
+
+    def locate(self, pr: PartitionRange) -> Located:
+        if self._catalog is None:
+            self._catalog = self.listing.catalog()
+        copies = self._catalog.get(pr.topic, {}).get(pr.topic_id, {}).get(pr.partition)
+        segments = (self.listing.tiered_partition(pr.topic, pr.partition, pr.topic_id, copies).segments
+                    if copies else [])
+        return locate_tiered(pr, segments, offset_index=self.offset_index, fetcher=self.listing.fetcher,
+                             client=self.client, isolation_level=self.iso)

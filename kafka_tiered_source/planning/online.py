@@ -4,8 +4,12 @@ read tasks.
 1. Metadata resolves the topics and partitions of ``subscribe`` / ``subscribePattern`` /
    ``assign``; ListOffsets resolves ``earliest`` / ``latest`` / timestamps into offsets
    (:mod:`.bounds`).
-2. Each partition's range is handed to a locator (:mod:`.locate`): the KIP-1248 walk where the
-   leader supports it and direct reads are enabled, else the whole range goes to the brokers.
+2. Each partition's range is handed to a locator (:mod:`.locate`), chosen by
+   ``remote.segment.locator``.  ``auto`` takes, per partition, the first that works: the
+   KIP-1248 walk when the leader advertises it, ``__remote_log_metadata`` (today's Kafka,
+   :mod:`.metadata_topic`), listing the store (:mod:`.listing`), and last the KIP-1248 probe of
+   old (a broker that answers without advertising; otherwise everything goes to the brokers).
+   With direct reads off, the whole range goes to the brokers.
 3. Segments that have to be split get their offset index read (:meth:`_with_indexes`), then
    :func:`~kafka_tiered_source.planning.packing.plan_read_tasks` packs the pieces into coarse
    tasks by bytes.
@@ -26,14 +30,16 @@ from dataclasses import replace
 
 from ..errors import BrokerError, ConfigError, RemoteStorageError
 from ..ids import uuid_to_str
-from ..model import EARLIEST, LATEST, Assign, Subscribe, SubscribePattern
+from ..model import EARLIEST, LATEST, LATEST_TIERED, Assign, Subscribe, SubscribePattern
 from ..storage import aiven
 from ..storage.indexes import parse_offset_index
 from ..storage.protocols import SegmentCatalog
 from ..storage.segment import RemoteSegment
 from .bounds import BROKER, check_range, resolve_bounds
 from .kip1248 import Kip1248Locator
+from .listing import ListingLocator
 from .locate import Located, broker_tail, no_aborted
+from .metadata_topic import MetadataTopicLocator
 from .packing import PartitionWork, SegmentSlice, index_checkpoints, plan_read_tasks
 from .plan import PartitionRange, Plan
 from .tasks import ReadTask, RemoteRange
@@ -60,6 +66,14 @@ class Planner:
         # Aiven: (topic, partition, segment id) -> ManifestInfo (None: not shippable) of the
         # manifests read while planning.
         self._manifest_infos: dict = {}
+        self._indexes: dict = {}     # segment id -> offset index bytes (one GET each)
+        self.metadata = (MetadataTopicLocator(client, fetcher, topic=options.metadata_topic,
+                                              isolation_level=self.iso, index_of=self.offset_index)
+                         if fetcher is not None else None)
+        self.listing = (ListingLocator(options, fetcher, client, isolation_level=self.iso,
+                                       offset_index=self.offset_index)
+                        if fetcher is not None and fetcher.can_list
+                        and options.storage.layout in ("aiven", "kafka-local-tiered") else None)
 
     # -- 1. topics and partitions --------------------------------------------------------------
     def topic_partitions(self) -> list[tuple[str, int, bytes]]:
@@ -133,13 +147,20 @@ class Planner:
         seg = piece.segment
         if self.fetcher is None:
             return piece
-        index = self.fetcher.fetch_index(seg, "offset")
-        self._keep_manifest_info(seg)
+        index = self.offset_index(seg)
         if not index:
             return piece
         entries = ((seg.base_offset + rel, pos) for rel, pos in parse_offset_index(index))
         return SegmentSlice(seg, piece.offset_start, piece.offset_end,
                             index_checkpoints(seg, entries, piece.checkpoints))
+
+    def offset_index(self, seg: RemoteSegment) -> bytes | None:
+        """A segment's offset index, read once per plan (Aiven: keeping what the manifest read
+        on the way tells the tasks)."""
+        if seg.segment_id not in self._indexes:
+            self._indexes[seg.segment_id] = self.fetcher.fetch_index(seg, "offset")
+            self._keep_manifest_info(seg)
+        return self._indexes[seg.segment_id]
 
     def _with_indexes(self, works: list) -> list:
         """Read the offset index only of the segments that will be split: those larger than a
@@ -170,10 +191,68 @@ class Planner:
             out.append(PartitionWork(w.topic, w.partition, w.topic_id, pieces, w.txn))
         return out
 
-    def _located(self, pr: PartitionRange, direct: bool) -> Located:
-        if direct:
-            return self.locator.locate(pr)
-        return Located([broker_tail(pr, pr.start)] if pr.start < pr.end else [], no_aborted)
+    def _latest_tiered(self, pr: PartitionRange) -> int | None:
+        """ListOffsets LATEST_TIERED (-5): the highest tiered offset (-1: none); None when the
+        broker is older than Kafka 3.9 (ListOffsets v9)."""
+        try:
+            return self.client.list_offsets(pr.topic, {pr.partition: LATEST_TIERED})[pr.partition].offset
+        except BrokerError as exc:
+            if exc.error_name == "UNSUPPORTED_VERSION":
+                return None
+            raise
+
+    def _auto(self, pr: PartitionRange) -> str:
+        """``auto``: the first locator that can serve this partition."""
+        if self.client.advertises_kip1248(pr.topic, pr.partition):
+            return "kip1248"
+        latest_tiered = self._latest_tiered(pr)
+        if latest_tiered is not None and latest_tiered < pr.start:
+            return "broker"                      # nothing of the range is tiered
+        if self.metadata is not None and self.metadata.available():
+            return "metadata-topic"
+        if self.listing is not None:
+            return "listing"
+        # A broker that may answer the tags without advertising them: probe (at most one batch
+        # comes back through the broker when it does not).
+        return "kip1248" if self.client.supports_kip1248(pr.topic, pr.partition) else "broker"
+
+    def _named(self, pr: PartitionRange, name: str) -> Located:
+        option = "remote.segment.locator"
+        where = f"{pr.topic}-{pr.partition}"
+        if name == "kip1248":
+            if not self.client.supports_kip1248(pr.topic, pr.partition):
+                raise ConfigError(f"{option}=kip1248, but the leader of {where} speaks no flexible Fetch "
+                                  f"version (12+), which the KIP-1248 tags need", option=option)
+            loc = self.locator.locate(pr)
+            latest_tiered = None if loc.segments else self._latest_tiered(pr)
+            if self.options.segment_locator == "kip1248" and latest_tiered is not None \
+                    and latest_tiered >= pr.start:
+                raise ConfigError(f"{option}=kip1248, but the broker ignores the KIP-1248 tags: {where} "
+                                  f"is tiered up to offset {latest_tiered} and the leader answered with "
+                                  f"records, not locations; use auto or metadata-topic", option=option)
+            return loc
+        if name == "metadata-topic":
+            if self.metadata is None:
+                raise ConfigError(f"{option}=metadata-topic needs a remote.storage.fetcher to read the "
+                                  f"segments it finds", option=option)
+            try:
+                return self.metadata.locate(pr)
+            except BrokerError as exc:
+                raise ConfigError(f"{option}=metadata-topic: cannot read {self.metadata.topic} for {where}: "
+                                  f"{exc}; the reader needs READ and DESCRIBE on it", option=option) from exc
+        if self.listing is None:
+            raise ConfigError(f"{option}=listing needs a remote.storage.fetcher that can list objects and "
+                              f"the aiven or kafka-local-tiered layout", option=option)
+        return self.listing.locate(pr)
+
+    def _located(self, pr: PartitionRange, direct: bool) -> tuple[str, Located]:
+        if direct and pr.start < pr.end:
+            name = self.options.segment_locator
+            if name == "auto":
+                name = self._auto(pr)
+            if name != "broker":
+                return name, self._named(pr, name)
+        return "broker", Located([broker_tail(pr, pr.start)] if pr.start < pr.end else [], no_aborted)
 
     # -- 4. everything -------------------------------------------------------------------------
     def plan(self) -> Plan:
@@ -182,13 +261,14 @@ class Planner:
         segments = 0
         for pr in ranges:
             key = (pr.topic, pr.partition)
-            ok = bool(self.options.fetch_remote_enabled) and self.client.supports_kip1248(pr.topic, pr.partition)
-            direct[key] = ok
-            loc = located[key] = self._located(pr, ok)
+            ok = direct[key] = bool(self.options.fetch_remote_enabled)
+            name, loc = self._located(pr, ok)
+            located[key] = loc
             segments += loc.segments
-            locators[key] = self.locator.name if loc.segments else "broker"
+            locators[key] = name if loc.segments else "broker"
             if loc.pieces:
                 works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(loc.pieces)))
+        _log_locators(locators)
         works = self._with_indexes(works)
         tasks = plan_read_tasks(works, target_bytes=self.options.partition_target_bytes,
                                 min_partitions=self.options.min_partitions,
@@ -235,3 +315,12 @@ class Planner:
 
 def _segment_key(seg: RemoteSegment) -> tuple:
     return seg.topic, seg.partition, seg.segment_id
+
+def _log_locators(locators: dict) -> None:
+    """Once per read, at INFO: which locator found each partition's tiered segments."""
+    by_name: dict = {}
+    for (topic, p), name in sorted(locators.items()):
+        by_name.setdefault(name, []).append(f"{topic}-{p}")
+    if by_name:
+        log.info("kafka-tiered: tiered segments located by %s",
+                 "; ".join(f"{name} for {', '.join(tps)}" for name, tps in sorted(by_name.items())))

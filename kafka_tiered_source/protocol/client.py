@@ -303,6 +303,14 @@ class BrokerClient:
         conn.ensure_connected()
         return self._fetch_version(conn, self.topic(topic))
 
+    def advertises_kip1248(self, topic: str, partition: int) -> bool:
+        """True when the leader advertises the KIP-1248 feature in ApiVersions: it answers the
+        location tags (see :data:`kip1248.FEATURE`)."""
+        conn = self.leader(topic, partition)
+        conn.ensure_connected()
+        lo, hi = conn.features.get(kip1248.FEATURE, (0, -1))
+        return lo <= kip1248.FEATURE_VERSION <= hi and self.supports_kip1248(topic, partition)
+
     def supports_kip1248(self, topic: str, partition: int) -> bool:
         """False when the leader's highest common Fetch version is below 12: no tagged field can
         be sent, so direct reads of tiered segments cannot be asked for."""
@@ -361,6 +369,36 @@ class BrokerClient:
             return result
 
         return self._with_retries("ListOffsets", run, topic=topic)
+
+    # -- OffsetForLeaderEpoch
+
+    def offset_for_leader_epoch(self, topic, partition: int, epochs) -> dict[int, tuple[int, int]]:
+        """``{epoch: (leader epoch, end offset)}`` from the partition's leader: for each epoch
+        asked, the largest epoch of the leader's lineage at or below it and where that epoch
+        ends (the next epoch's start, or the log end offset); ``(-1, -1)`` when there is none.
+        One request per epoch: a partition appears once per request, as Kafka's own clients
+        send it."""
+        topic = self._topic_name(topic)
+        R = m.OffsetForLeaderEpochRequest
+        out: dict[int, tuple[int, int]] = {}
+        for epoch in epochs:
+            def run(epoch=epoch):
+                conn = self.leader(topic, partition)
+                conn.ensure_connected()
+                req = R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic=topic, partitions=[
+                    R.OffsetForLeaderPartition(partition=partition, leader_epoch=epoch)])])
+                resp = conn.request(req, conn.pick_version(R))
+                for t in resp.topics:
+                    for p in t.partitions:
+                        if p.partition == partition:
+                            if p.error_code:
+                                raise broker_error(p.error_code, broker=conn.address,
+                                                   api="OffsetForLeaderEpoch", topic=topic, partition=partition)
+                            return p.leader_epoch, p.end_offset
+                raise BrokerError(f"no answer for epoch {epoch}", api="OffsetForLeaderEpoch", topic=topic,
+                                  partition=partition)
+            out[epoch] = self._with_retries("OffsetForLeaderEpoch", run, topic=topic, partition=partition)
+        return out
 
     # -- Fetch
 

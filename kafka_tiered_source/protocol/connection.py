@@ -51,6 +51,7 @@ class BrokerConnection:
         self._sock = None
         self._next_cid = random.randrange(1 << 20)
         self.api_versions: dict = {}
+        self.features: dict = {}   # ApiVersions' SupportedFeatures: name -> (min, max)
         self._last_used = 0.0
         self._muted_until = 0.0    # monotonic time before which nothing is sent (broker throttle)
         self.throttled_s = 0.0     # time spent waiting out broker throttles
@@ -111,6 +112,7 @@ class BrokerConnection:
             if resp.error_code:
                 raise broker_error(resp.error_code, broker=self.address, api="ApiVersions")
             self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            self.features = {f.name: (f.min_version, f.max_version) for f in (resp.supported_features or ())}
             return
         raise broker_error(UNSUPPORTED_VERSION, broker=self.address, api="ApiVersions")
 

@@ -13,6 +13,13 @@ PROVISIONAL = True
 #: Fetch versions on which the tags can travel (tagged fields need a flexible version).
 MIN_FETCH_VERSION = 12
 
+#: The feature a broker that answers the location tags advertises in ApiVersions
+#: (``SupportedFeatures``, version 1).  A reader can tell such a broker from today's Kafka
+#: without a Fetch: on today's Kafka, a probe with the tags would make the broker read tiered
+#: data itself (RemoteLogManager) only for the reader to throw it away.
+FEATURE = "kip1248.remote.log.segment.location"
+FEATURE_VERSION = 1
+
 #: The storage format this reader understands: Apache Kafka's segment files, byte for byte.
 STORAGE_FORMAT_APACHE_KAFKA_V1 = "ApacheKafkaV1"
 

@@ -478,6 +478,35 @@ PUSH_TELEMETRY_RESPONSE = Message('PushTelemetryResponse', 72, 'response', valid
     F('ErrorCode', 'int16', '0+'),
 ])
 
+# OffsetForLeaderEpoch: the end offset of a leader epoch on the leader's lineage (which copy of a
+# tiered segment is live).  Versions 0-1 were removed in 4.0 (KIP-896); the response's are
+# narrowed to the request's 2-4 to match.
+OFFSET_FOR_LEADER_EPOCH_REQUEST = Message('OffsetForLeaderEpochRequest', 23, 'request', valid='2-4', flexible='4+', fields=[
+    F('ReplicaId', 'int32', '3+', default=-2),
+    F('Topics', '[]OffsetForLeaderTopic', '0+', fields=[
+        F('Topic', 'string', '0+'),
+        F('Partitions', '[]OffsetForLeaderPartition', '0+', fields=[
+            F('Partition', 'int32', '0+'),
+            F('CurrentLeaderEpoch', 'int32', '2+', default=-1),
+            F('LeaderEpoch', 'int32', '0+'),
+        ]),
+    ]),
+])
+
+OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message('OffsetForLeaderEpochResponse', 23, 'response', valid='2-4', flexible='4+', fields=[
+    F('ThrottleTimeMs', 'int32', '2+'),
+    F('Topics', '[]OffsetForLeaderTopicResult', '0+', fields=[
+        F('Topic', 'string', '0+'),
+        F('Partitions', '[]OffsetForLeaderPartitionResult', '0+', fields=[
+            F('ErrorCode', 'int16', '0+'),
+            F('Partition', 'int32', '0+'),
+            F('LeaderEpoch', 'int32', '1+', default=-1),
+            F('EndOffset', 'int64', '0+'),
+        ]),
+    ]),
+])
+
+
 DECLARATIONS = [v for v in list(globals().values()) if isinstance(v, Message)]
 
 REQUESTS: dict = {}    # api key -> request class
@@ -543,3 +572,5 @@ GetTelemetrySubscriptionsRequest = _CLASSES["GetTelemetrySubscriptionsRequest"]
 GetTelemetrySubscriptionsResponse = _CLASSES["GetTelemetrySubscriptionsResponse"]
 PushTelemetryRequest = _CLASSES["PushTelemetryRequest"]
 PushTelemetryResponse = _CLASSES["PushTelemetryResponse"]
+OffsetForLeaderEpochRequest = _CLASSES["OffsetForLeaderEpochRequest"]
+OffsetForLeaderEpochResponse = _CLASSES["OffsetForLeaderEpochResponse"]

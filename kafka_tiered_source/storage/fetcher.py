@@ -159,6 +159,10 @@ class RemoteStorageFetcher(abc.ABC):
         """A segment index (``offset``, ``timestamp``, ``producer_snapshot``, ``leader_epoch``,
         ``transaction``); None when the segment has none of that kind."""
 
+    #: Whether the fetcher reaches any object by its layout key, so it can list the store and
+    #: read segments that only a locator (listing, the metadata topic) names.  A presigned-URL
+    #: fetcher reads just the objects the broker hands URLs for.
+    can_list = False
     #: Whether :meth:`manifest` reads Aiven manifests.  Planners ask this declared capability
     #: (offline planning needs manifests; online planning ships what it read to the tasks)
     #: instead of probing for methods.
@@ -222,6 +226,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
     """A fetcher over an object store with ranged GETs; subclasses provide one GET."""
 
     reads_manifests = True
+    can_list = True
 
     def _init_runtime(self) -> None:
         super()._init_runtime()

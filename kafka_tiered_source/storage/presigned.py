@@ -23,6 +23,7 @@ _CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
 class PresignedFetcher(ObjectStoreFetcher):
     backend = "presigned"
     requires = ()
+    can_list = False      # one object per URL the broker hands out
 
     def _plan(self, segment):
         from .fetcher import _Plan

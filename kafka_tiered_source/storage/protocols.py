@@ -12,6 +12,8 @@ from .aiven import SegmentManifest
 class SegmentCatalog(Protocol):
     #: whether :meth:`manifest` reads Aiven manifests
     reads_manifests: bool
+    #: whether any object is reachable by its layout key (listing, locators)
+    can_list: bool
 
     def fetch_index(self, segment, index: str) -> bytes | None:
         """A segment index by kind (``offset``, ``timestamp``, ``transaction``, ...)."""

@@ -38,6 +38,11 @@ class EmbeddedCluster:
     bytes/s per client-id (Fetch answers then carry ``throttle_time_ms``).  ``port=0`` picks a free port; ``metrics_port``
     (0 = any) serves Prometheus text at ``GET /metrics``.  ``telemetry_metrics``: the KIP-714
     metric prefixes clients are asked to push (``("",)`` = all, empty = no pushes).
+    ``kip1248``: True answers the KIP-1248 location tags on Fetch; False is Apache Kafka 4.1
+    (tags ignored, tiered data served through the broker).  Either way, with remote storage the
+    broker writes ``__remote_log_metadata`` (``remote_log_metadata_partitions`` partitions) as
+    TopicBasedRemoteLogMetadataManager does; ``bump_leader_epoch`` stands for a leadership change
+    and ``upload_segment_copy`` for another replica's (off-lineage) upload of a segment.
     """
 
     def __init__(self, data_dir: str, *, remote_storage: str | None = None, layout: str = "aiven",
@@ -50,7 +55,8 @@ class EmbeddedCluster:
                  sasl=None, ssl=None, host: str = "127.0.0.1", port: int = 0,
                  metrics_port: int | None = None, auto_create_topics: bool = False,
                  telemetry_metrics=(), telemetry_push_interval_ms: int = 5000,
-                 consumer_byte_rate: int | None = None):
+                 consumer_byte_rate: int | None = None, kip1248: bool = True,
+                 remote_log_metadata_partitions: int = 50):
         self.data_dir = os.path.abspath(data_dir)
         self.storage = BrokerStorage(
             self.data_dir, remote_storage=remote_storage, layout=layout, segment_bytes=segment_bytes,
@@ -58,13 +64,14 @@ class EmbeddedCluster:
             local_retention_ms=local_retention_ms, chunk_compression=chunk_compression,
             chunk_size=chunk_size, key_prefix=key_prefix, presign=presign, presign_expiry_s=presign_expiry_s,
             s3_endpoint_url=s3_endpoint_url, s3_region=s3_region, s3_access_key_id=s3_access_key_id,
-            s3_secret_access_key=s3_secret_access_key, s3_session_token=s3_session_token, broker_id=0)
+            s3_secret_access_key=s3_secret_access_key, s3_session_token=s3_session_token, broker_id=0,
+            remote_log_metadata_partitions=remote_log_metadata_partitions)
         self.coordinator = Coordinator(self.data_dir)
         self.config = ServerConfig(
             host=host, port=port, sasl=SaslConfig.of(sasl), ssl=SslConfig.of(ssl), metrics_port=metrics_port,
             auto_create_topics=auto_create_topics, cluster_id=self._cluster_id(),
             telemetry_metrics=tuple(telemetry_metrics), telemetry_push_interval_ms=telemetry_push_interval_ms,
-            consumer_byte_rate=consumer_byte_rate)
+            consumer_byte_rate=consumer_byte_rate, kip1248=kip1248)
         self._server: BrokerServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

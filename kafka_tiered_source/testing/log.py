@@ -24,14 +24,15 @@ from typing import Iterator
 import crc32c
 
 from ..errors import KafkaTieredError
-from ..storage.indexes import (OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, AbortedTxn, lookup_position,
-                               lookup_time, parse_txn_index)
 from ..protocol.errors import code_of
 from ..protocol.primitives import write_varlong
 from ..records.header import (
     ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK, BatchHeader, iter_headers, read_header,
 )
+from ..storage.indexes import (OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, AbortedTxn, lookup_position,
+                               lookup_time, parse_txn_index)
+from .epochs import LeaderEpochCache
 
 INDEX_INTERVAL_BYTES = 4096
 TXN_ENTRY_SIZE = TXN_ENTRY.size          # 34
@@ -367,6 +368,7 @@ class PartitionLog:
         self.segments: list[Segment] = []
         self.producers: dict[int, ProducerEntry] = {}
         os.makedirs(directory, exist_ok=True)
+        self.epochs = LeaderEpochCache(directory)
 
     # -- opening
     def load(self, start_offset: int = 0) -> None:
@@ -376,6 +378,12 @@ class PartitionLog:
         if not self.segments:
             self.segments = [Segment.create(self.dir, start_offset, interval=self.interval)]
         self._rebuild_producer_state()
+        if not self.epochs.load():
+            # no checkpoint (segments imported from elsewhere): the epochs the batches carry
+            for seg in self.segments:
+                for h in seg.headers_from(0):
+                    self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+            self.epochs.save()
 
     def _rebuild_producer_state(self) -> None:
         """Open transactions and last sequences from a walk of the local batches.  Tiered
@@ -450,8 +458,10 @@ class PartitionLog:
         buf = bytearray(records)
         offset = self.log_end_offset
         now = int(time.time() * 1000)
+        epoch = self.epochs.latest
         for h in headers:
             struct.pack_into(">q", buf, h.position, offset)     # not covered by the CRC
+            struct.pack_into(">i", buf, h.position + 12, epoch)  # partitionLeaderEpoch: nor this
             if self.log_append_time:
                 attrs = h.attributes | TIMESTAMP_TYPE_MASK
                 struct.pack_into(">h", buf, h.position + ATTRIBUTES_OFFSET, attrs)
@@ -465,6 +475,8 @@ class PartitionLog:
         seg.append(data, new_headers)
         for h in new_headers:
             self._track(h, h.base_offset, h.last_offset, seg)
+        if self.epochs.assign(epoch, new_headers[0].base_offset):
+            self.epochs.save()
         return new_headers[0].base_offset, new_headers[-1].last_offset, now if self.log_append_time else -1
 
     def _duplicate(self, headers):
@@ -502,7 +514,7 @@ class PartitionLog:
                                topic=self.topic, partition=self.partition)
         offset = self.log_end_offset
         batch = control_batch(offset, producer_id, producer_epoch, commit, coordinator_epoch,
-                              int(time.time() * 1000))
+                              int(time.time() * 1000), leader_epoch=self.epochs.latest)
         first = p.txn_first_offset if p.txn_first_offset is not None else offset
         seg = self._maybe_roll(len(batch))
         headers = list(iter_headers(batch))

@@ -125,6 +125,9 @@ class ServerConfig:
     #: KIP-13 consumer quota: record bytes per second a client-id may fetch (None = no quota).
     #: Over it, Fetch answers carry throttle_time_ms and the connection is muted that long.
     consumer_byte_rate: int | None = None
+    #: True: answer the KIP-1248 location tags on Fetch; False: behave as Apache Kafka 4.1 does
+    #: (tags ignored, tiered data served through the broker, one partition per Fetch)
+    kip1248: bool = True
 
 
 

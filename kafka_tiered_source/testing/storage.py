@@ -26,6 +26,8 @@ from ..ids import random_uuid, uuid_to_str
 from ..model import (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST, LATEST_TIERED,
                      MAX_TIMESTAMP)
 from ..options.client import READ_COMMITTED
+from ..protocol import remote_log_metadata as rlm
+from ..records.header import iter_headers
 from ..redact import Secret
 from .answers import (AppendResult, BrokerMetrics, FetchResult, LocationAnswer, PartitionOffsets,
                       TopicInfo)
@@ -33,11 +35,13 @@ from .log import (
     NO_TIMESTAMP, AbortedTxn, PartitionLog, StorageError,
 )
 from .remote import S3Options, open_remote_store
+from .rlmm import RemoteLogMetadataWriter
 from .tiering import (
     LAYOUT_AIVEN, RemotePartition, RemoteSegmentMetadata, TieringConfig,
 )
 
 TOPICS_FILE = "broker-topics.json"
+RLMM_TOPIC = rlm.TOPIC
 
 
 class _Partition:
@@ -50,9 +54,11 @@ class _Partition:
                                 segment_bytes=storage.segment_bytes,
                                 interval=storage.index_interval_bytes,
                                 log_append_time=topic.log_append_time)
+        # __remote_log_metadata itself is never tiered (as in Kafka)
         self.remote = (RemotePartition(self.dir, topic=topic.name, topic_id=topic.topic_id,
-                                       partition=partition, store=storage.store, config=storage.tiering)
-                       if storage.store is not None else None)
+                                       partition=partition, store=storage.store, config=storage.tiering,
+                                       events=storage.rlmm, leader_epoch=lambda: self.log.epochs.latest)
+                       if storage.store is not None and topic.name != RLMM_TOPIC else None)
         self.log_start_offset = 0
         self._state_path = os.path.join(self.dir, "partition.json")
 
@@ -87,6 +93,8 @@ class BrokerStorage:
     ``layout``: ``"aiven"`` or ``"kafka-local-tiered"``.  ``local_retention_bytes`` /
     ``local_retention_ms``: None for both (default) deletes every tiered segment's local copy
     right after tiering, so reads of tiered offsets go remote; -1 keeps without limit.
+    With remote storage, every copy and deletion is also written to ``__remote_log_metadata``
+    (``remote_log_metadata_partitions`` partitions) as today's Kafka does (:mod:`.rlmm`).
     """
 
     def __init__(self, data_dir: str, *, remote_storage: str | None = None,
@@ -97,7 +105,8 @@ class BrokerStorage:
                  key_prefix: str = "", presign: bool = False, presign_expiry_s: int = 3600,
                  s3_endpoint_url: str | None = None, s3_region: str | None = None,
                  s3_access_key_id: str | None = None, s3_secret_access_key: str | Secret | None = None,
-                 s3_session_token: str | Secret | None = None, broker_id: int = 0):
+                 s3_session_token: str | Secret | None = None, broker_id: int = 0,
+                 remote_log_metadata_partitions: int = rlm.DEFAULT_PARTITIONS):
         if segment_bytes < 14 + 61:
             raise ConfigError(f"segment_bytes {segment_bytes} is too small", option="segment_bytes")
         self.data_dir = os.path.abspath(data_dir)
@@ -121,7 +130,22 @@ class BrokerStorage:
         self._lock = threading.RLock()
         self._topics: dict[str, TopicInfo] = {}
         self._partitions: dict[tuple[str, int], _Partition] = {}
+        self.rlmm = (RemoteLogMetadataWriter(self._append_metadata, remote_log_metadata_partitions,
+                                             broker_id=broker_id)
+                     if self.store is not None else None)
         self._load()
+        if self.rlmm is not None and RLMM_TOPIC in self._topics:
+            # a restart keeps the partition count the topic was made with
+            self.rlmm.partitions = self._topics[RLMM_TOPIC].partitions
+
+    def _append_metadata(self, partition: int, batch: bytes) -> None:
+        """Append to ``__remote_log_metadata``, made on the first event (Kafka makes it when the
+        broker starts with remote storage; made on demand here, a cluster that never tiers
+        shows no extra topic)."""
+        with self._lock:
+            if RLMM_TOPIC not in self._topics:
+                self.create_topic(RLMM_TOPIC, self.rlmm.partitions)
+        self.append(RLMM_TOPIC, partition, batch)
 
     # ---------------------------------------------------------------------------- topics
     def _load(self) -> None:
@@ -191,43 +215,10 @@ class BrokerStorage:
                                topic=topic, partition=partition) from None
 
     def import_log_dir(self, topic: str, partition: int, path: str) -> PartitionOffsets:
-        """Adopt Kafka segment files (``*.log`` with their ``.txnindex``) as the partition's log,
-        offsets and batches unchanged; missing or differing indexes are rebuilt.  Creates the
-        topic (or adds partitions) as needed; the partition must be empty."""
-        names = sorted(n for n in os.listdir(path) if n.endswith(".log") and n[:-4].isdigit())
-        if not names:
-            raise KafkaTieredError(f"import_log_dir: no %020d.log segment files in {path}")
-        with self._lock:
-            info = self._topics.get(topic)
-            if info is None:
-                info = self.create_topic(topic, partition + 1)
-            elif partition >= info.partitions:
-                grown = TopicInfo(info.name, info.topic_id, partition + 1, info.log_append_time)
-                self._topics[topic] = grown
-                for p in range(info.partitions, partition + 1):
-                    self._open_partition(grown, p)
-                self._save_topics()
-                info = grown
-            part = self._part(topic, partition)
-            with part.lock:
-                if part.log.log_end_offset != part.log.local_start_offset or \
-                        (part.remote and part.remote.segments):
-                    raise StorageError("INVALID_PARTITIONS", "import_log_dir needs an empty partition",
-                                       topic=topic, partition=partition)
-                for seg in part.log.segments:
-                    seg.delete()
-                for n in names:
-                    base = n[:-4]
-                    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-                        src = os.path.join(path, base + suffix)
-                        if os.path.exists(src):
-                            shutil.copyfile(src, os.path.join(part.dir, base + suffix))
-                part.log.load()
-                first = part.log.segments[0]
-                heads = next(first.headers_from(0), None)
-                part.log_start_offset = heads.base_offset if heads else first.base_offset
-                part.save()
-                return part.offsets()
+        """Adopt Kafka segment files (``*.log`` with their ``.txnindex``) as the partition's log
+        (see :func:`.importing.import_log_dir`)."""
+        from .importing import import_log_dir
+        return import_log_dir(self, topic, partition, path)
 
     def delete_topic(self, name: str) -> TopicInfo:
         """Delete a topic as Kafka's DeleteTopics does: it vanishes from metadata at once (later
@@ -242,6 +233,8 @@ class BrokerStorage:
             with part.lock:
                 if part.remote is not None:
                     part.remote.delete_below(part.remote.highest_offset + 1)
+                    self.rlmm.partition_deleted(name, info.topic_id, part.partition,
+                                                part.log.epochs.latest, part.log.log_end_offset)
                 shutil.rmtree(part.dir, ignore_errors=True)
         return info
 
@@ -287,6 +280,38 @@ class BrokerStorage:
                 part.remote.delete_below(before_offset)
             part.log.delete_segments_before(before_offset)
             return part.log_start_offset
+
+    # ---------------------------------------------------------------------------- leader epochs
+    def bump_leader_epoch(self, topic: str, partition: int) -> int:
+        """A leadership change: a new leader epoch from the log end offset on, which every batch
+        written afterwards carries.  Returns the new epoch."""
+        part = self._part(topic, partition)
+        with part.lock:
+            return part.log.epochs.bump(part.log.log_end_offset)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        return self._part(topic, partition).log.epochs.latest
+
+    def epoch_for_offset(self, topic: str, partition: int, offset: int) -> int:
+        return self._part(topic, partition).log.epochs.epoch_for(offset)
+
+    def end_offset_for_epoch(self, topic: str, partition: int, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: the largest epoch <= ``epoch`` and where it ends."""
+        part = self._part(topic, partition)
+        with part.lock:
+            return part.log.epochs.end_offset_for(epoch, part.log.log_end_offset)
+
+    def upload_segment_copy(self, topic: str, partition: int, data: bytes, *, live: bool = False):
+        """Upload ``data`` (consecutive batches) as another copy of a tiered segment, announced in
+        ``__remote_log_metadata``.  With ``live=False`` (the default) this broker does not serve
+        it: it stands for an upload by a replica whose epochs are off the leader-epoch lineage
+        (an unclean leader's re-upload), which readers of the metadata topic must skip."""
+        part = self._part(topic, partition)
+        if part.remote is None:
+            raise ConfigError("upload_segment_copy needs remote_storage", option="remote_storage")
+        with part.lock:
+            base = next(iter_headers(data)).base_offset
+            return part.remote.upload(data, base, live=live)
 
     def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of each open transaction."""
@@ -484,7 +509,7 @@ class BrokerStorage:
             raise ConfigError("tier() needs remote_storage", option="remote_storage")
         copied = []
         for (name, p), part in sorted(self._partitions.items()):
-            if topic is not None and name != topic:
+            if (topic is not None and name != topic) or part.remote is None:
                 continue
             with part.lock:
                 lso = part.log.last_stable_offset

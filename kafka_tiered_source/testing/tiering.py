@@ -124,7 +124,10 @@ class RemotePartition:
     """The remote half of one partition: metadata, local index copies, copy and fetch."""
 
     def __init__(self, directory: str, *, topic: str, topic_id: str, partition: int,
-                 store: RemoteStore, config: TieringConfig):
+                 store: RemoteStore, config: TieringConfig, events=None, leader_epoch=lambda: 0):
+        # events: a RemoteLogMetadataWriter (or None); leader_epoch(): the partition's current epoch
+        self.events = events
+        self.leader_epoch = leader_epoch
         self.dir = directory
         self.topic = topic
         self.topic_id = topic_id
@@ -222,19 +225,34 @@ class RemotePartition:
     # -- copy
     def copy(self, seg: Segment, *, event_ms: int | None = None) -> RemoteSegmentMetadata:
         """Upload one closed segment in the configured layout and record it COPY_FINISHED."""
-        data = seg.data()
-        seg_id = uuid_to_str(random_uuid())
-        offset_index, time_index = build_indexes(data, seg.base_offset, seg.index.interval)
         with open(seg.file(".txnindex"), "rb") as f:
             txn = f.read()
+        return self.upload(seg.data(), seg.base_offset, txn, interval=seg.index.interval, event_ms=event_ms)
+
+    def upload(self, data: bytes, base_offset: int, txn: bytes = b"", *, interval: int = 4096,
+               event_ms: int | None = None, live: bool = True) -> RemoteSegmentMetadata:
+        """Upload segment bytes as a remote segment, announced in ``__remote_log_metadata``
+        (COPY_SEGMENT_STARTED, then FINISHED with the custom metadata).  ``live=False`` uploads a
+        copy this broker does not serve: another replica's upload that is off the partition's
+        leader-epoch lineage (an unclean leader's re-upload), visible only in the metadata topic."""
+        seg_id = uuid_to_str(random_uuid())
+        offset_index, time_index = build_indexes(data, base_offset, interval)
         checkpoint, epochs = leader_epoch_checkpoint(data)
         headers = list(iter_headers(data))
-        last_offset = headers[-1].last_offset if headers else seg.base_offset
+        last_offset = headers[-1].last_offset if headers else base_offset
         max_ts = max((h.max_timestamp for h in headers), default=-1)
         cfg = self.config
         custom = None
+        meta = RemoteSegmentMetadata(
+            segment_id=seg_id, topic=self.topic, topic_id=self.topic_id, partition=self.partition,
+            base_offset=base_offset, end_offset=last_offset, size_bytes=len(data),
+            max_timestamp=max_ts, event_timestamp=event_ms or int(time.time() * 1000),
+            layout=cfg.layout, log_key="", leader_epochs=epochs, txn_index_empty=not txn,
+            chunk_compression=cfg.layout == LAYOUT_AIVEN and cfg.chunk_compression, broker_id=cfg.broker_id)
+        if self.events is not None:
+            self.events.copy_started(meta, self.leader_epoch())
         if cfg.layout == LAYOUT_AIVEN:
-            stem = aiven.main_path(self.topic, self.topic_id, self.partition, seg.base_offset, seg_id)
+            stem = aiven.main_path(self.topic, self.topic_id, self.partition, base_offset, seg_id)
             log_key = f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_LOG}"
             obj, chunk_index = aiven_writer.transform_chunks(data, cfg.chunk_size, cfg.chunk_compression)
             blob, seg_indexes = aiven_writer.build_indexes(offset_index, time_index, b"", checkpoint,
@@ -243,7 +261,7 @@ class RemotePartition:
                 chunk_index, seg_indexes, cfg.chunk_compression, None,
                 aiven_writer.remote_log_segment_metadata_json(
                     topic=self.topic, topic_id=self.topic_id, partition=self.partition,
-                    segment_id=seg_id, start_offset=seg.base_offset, end_offset=last_offset,
+                    segment_id=seg_id, start_offset=base_offset, end_offset=last_offset,
                     max_timestamp_ms=max_ts, broker_id=cfg.broker_id,
                     event_timestamp_ms=event_ms or int(time.time() * 1000),
                     segment_leader_epochs=epochs)).to_json()
@@ -254,19 +272,17 @@ class RemotePartition:
                 remote_size=len(obj) + len(blob) + len(manifest),
                 object_prefix=cfg.key_prefix or None, object_key=stem).hex()
         else:
-            stem = f"{self.topic}-{self.partition}-{self.topic_id}/{seg.base_offset:020d}-{seg_id}"
+            stem = f"{self.topic}-{self.partition}-{self.topic_id}/{base_offset:020d}-{seg_id}"
             log_key = f"{cfg.key_prefix}{stem}.log"
             for suffix, content in ((".log", data), (".index", offset_index), (".timeindex", time_index),
                                     (".txnindex", txn), (".snapshot", b""),
                                     (".leader_epoch_checkpoint", checkpoint)):
                 self.store.put(f"{cfg.key_prefix}{stem}{suffix}", content)
-        meta = RemoteSegmentMetadata(
-            segment_id=seg_id, topic=self.topic, topic_id=self.topic_id, partition=self.partition,
-            base_offset=seg.base_offset, end_offset=last_offset, size_bytes=len(data),
-            max_timestamp=max_ts, event_timestamp=event_ms or int(time.time() * 1000),
-            layout=cfg.layout, log_key=log_key, custom_metadata=custom, leader_epochs=epochs,
-            txn_index_empty=not txn, chunk_compression=cfg.layout == LAYOUT_AIVEN and cfg.chunk_compression,
-            broker_id=cfg.broker_id)
+        meta.log_key, meta.custom_metadata = log_key, custom
+        if not live:
+            if self.events is not None:
+                self.events.copy_finished(meta, self.leader_epoch())
+            return meta
         os.makedirs(self.index_dir, exist_ok=True)
         table = b"".join(BATCH_ENTRY.pack(h.last_offset, h.position, h.size) for h in headers)
         for suffix, content in ((".index", offset_index), (".timeindex", time_index),
@@ -276,6 +292,8 @@ class RemotePartition:
         self.segments.append(meta)
         self.segments.sort(key=lambda s: s.base_offset)
         self._save()
+        if self.events is not None:
+            self.events.copy_finished(meta, self.leader_epoch())
         return meta
 
     def object_keys(self, meta: RemoteSegmentMetadata) -> list[str]:
@@ -296,6 +314,8 @@ class RemotePartition:
         self.segments = [s for s in self.segments if s.end_offset >= offset]
         self._save()      # first: a crash leaves orphan objects, never metadata without objects
         for meta in gone:
+            if self.events is not None:
+                self.events.delete_started(meta, self.leader_epoch())
             for key in self.object_keys(meta):
                 if self.store.exists(key):
                     self.store.delete(key)
@@ -305,6 +325,8 @@ class RemotePartition:
                 except FileNotFoundError:
                     pass
             self._cache = {k: v for k, v in self._cache.items() if k[0] != meta.segment_id}
+            if self.events is not None:
+                self.events.delete_finished(meta, self.leader_epoch())
         return gone
 
     # -- fetch

@@ -23,6 +23,7 @@ APIS: dict = {
     17: (sasl.sasl_handshake, 0, 1),
     18: (admin.api_versions, 0, 4),
     22: (txn.init_producer_id, 0, 5),
+    23: (list_offsets.offset_for_leader_epoch, 2, 4),
     24: (txn.add_partitions_to_txn, 0, 3),
     26: (txn.end_txn, 0, 4),
     36: (sasl.sasl_authenticate, 0, 2),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ...protocol import kip1248
 from ...protocol import messages as m
 from ..log import StorageError
 from ._shared import NODE_ID, err
@@ -16,7 +17,13 @@ def api_list(broker):
 
 
 async def api_versions(broker, conn, hdr, req, v):
-    return m.ApiVersionsResponse(error_code=0, api_keys=api_list(broker), throttle_time_ms=0)
+    R = m.ApiVersionsResponse
+    # A broker that answers the KIP-1248 tags says so as a supported feature (v3+, tagged);
+    # as today's Kafka (kip1248=False) it advertises nothing of the kind.
+    features = ([R.SupportedFeatureKey(name=kip1248.FEATURE, min_version=kip1248.FEATURE_VERSION,
+                                       max_version=kip1248.FEATURE_VERSION)]
+                if broker.config.kip1248 else [])
+    return R(error_code=0, api_keys=api_list(broker), throttle_time_ms=0, supported_features=features)
 
 
 def address(broker):
@@ -63,7 +70,8 @@ async def metadata(broker, conn, hdr, req, v):
         topics_out.append(R.MetadataResponseTopic(
             error_code=0, name=info.name, topic_id=info.topic_id_bytes, is_internal=False,
             partitions=[R.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=NODE_ID,
-                                                    leader_epoch=0, replica_nodes=[NODE_ID],
+                                                    leader_epoch=broker.storage.leader_epoch(info.name, i),
+                                                    replica_nodes=[NODE_ID],
                                                     isr_nodes=[NODE_ID], offline_replicas=[])
                         for i in range(info.partitions)]))
     return R(throttle_time_ms=0, brokers=[R.MetadataResponseBroker(node_id=NODE_ID, host=host, port=port)],

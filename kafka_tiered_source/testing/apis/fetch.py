@@ -21,7 +21,8 @@ async def fetch(broker, conn, hdr, req, v):
         # we never hand out session ids, so an incremental fetch names a session we lack
         return R(throttle_time_ms=0, error_code=err("FETCH_SESSION_ID_NOT_FOUND"), session_id=0,
                  responses=[])
-    direct = (v >= MIN_FETCH_VERSION and req.remote_log_segment_location_requested
+    # A broker of today's Kafka (kip1248=False) skips the tags it does not know: no locations.
+    direct = (broker.config.kip1248 and v >= MIN_FETCH_VERSION and req.remote_log_segment_location_requested
               and STORAGE_FORMAT_APACHE_KAFKA_V1 in (req.supported_storage_format_versions or ()))
     resolved = []           # (request topic, name or None, error code)
     for t in req.topics:
@@ -136,6 +137,10 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
     total = 0
     errors = False
     topics_out = []
+    # Today's Kafka serves tiered data one partition per Fetch (RemoteLogManager reads one
+    # partition per DelayedRemoteFetch); the embedded broker does so as today's Kafka.
+    one_remote = not broker.config.kip1248
+    remote_served = False
     for t, name, terr in resolved:
         parts = []
         for fp in t.partitions:
@@ -157,7 +162,11 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
                         _fill_location(part, loc)
                         total += loc.end_position - loc.start_position
                         continue
-                if budget <= 0 and total > 0:
+                skip = budget <= 0 and total > 0
+                if not skip and one_remote and remote_served:
+                    o = await asyncio.to_thread(broker.storage.offsets, name, fp.partition)
+                    skip = fp.fetch_offset < o.local_log_start_offset
+                if skip:
                     o = await asyncio.to_thread(broker.storage.offsets, name, fp.partition)
                     part.high_watermark, part.last_stable_offset = o.high_watermark, o.last_stable_offset
                     part.log_start_offset = o.log_start_offset
@@ -167,6 +176,7 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
                                             max(limit, 1), req.isolation_level, client_id=hdr.client_id)
                 if r.from_remote or r.error_name == "KAFKA_STORAGE_ERROR":
                     broker.remote_fetch_latency.observe(hdr.client_id, name, time.perf_counter() - t0)
+                remote_served = remote_served or r.from_remote
             except StorageError as exc:
                 part.error_code = exc.error_code
                 errors = True

@@ -34,7 +34,28 @@ async def list_offsets(broker, conn, hdr, req, v):
                     pr.error_code = exc.error_code
                 else:
                     pr.offset, pr.timestamp = off, ts
-                    pr.leader_epoch = 0 if off >= 0 else -1
+                    pr.leader_epoch = broker.storage.epoch_for_offset(t.name, p.partition_index, off) \
+                        if off >= 0 else -1
             parts.append(pr)
         topics_out.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics_out)
+
+
+async def offset_for_leader_epoch(broker, conn, hdr, req, v):
+    """The end offset of each asked leader epoch on this partition's lineage (the leader-epoch
+    cache): the largest epoch at or below it, and where that one ends."""
+    R = m.OffsetForLeaderEpochResponse
+    topics_out = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            pr = R.OffsetForLeaderPartitionResult(error_code=0, partition=p.partition, leader_epoch=-1,
+                                                  end_offset=-1)
+            try:
+                pr.leader_epoch, pr.end_offset = await asyncio.to_thread(
+                    broker.storage.end_offset_for_epoch, t.topic, p.partition, p.leader_epoch)
+            except StorageError as exc:
+                pr.error_code = exc.error_code
+            parts.append(pr)
+        topics_out.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return R(throttle_time_ms=0, topics=topics_out)

@@ -1,0 +1,183 @@
+"""``__remote_log_metadata``: the records today's brokers keep their tiered segments in
+(Kafka 3.6+, TopicBasedRemoteLogMetadataManager), declared once as data and read and written
+with the same codec as the wire protocol.
+
+Transcribed from apache/kafka ``storage/src/main/resources/message/``
+(RemoteLogSegmentMetadataRecord.json, RemoteLogSegmentMetadataUpdateRecord.json,
+RemotePartitionDeleteMetadataRecord.json).  A record's value is a frame
+(``AbstractApiMessageSerde``): unsigned varint frame version (1), unsigned varint api key,
+unsigned varint record version, then the record, flexible-encoded (tagged fields; unknown
+tags are skipped, so newer brokers' records still read).  Keys are null.
+
+Which partition of the topic holds a topic-partition's records is
+:func:`metadata_partition` (``RemoteLogMetadataTopicPartitioner``): Kafka's murmur2 over the
+four big-endian bytes of Java's ``Objects.hash(topicId LSB, topicId MSB, partition)``, made
+positive, modulo the topic's partition count (50 by default; take it from Metadata).
+"""
+from __future__ import annotations
+
+from ..errors import ProtocolError
+from .primitives import read_uvarint, write_uvarint
+from .schema import Field as F, Message, build_message_class
+
+FRAME_VERSION = 1
+TOPIC = "__remote_log_metadata"
+DEFAULT_PARTITIONS = 50
+
+# RemoteLogSegmentState ids
+COPY_SEGMENT_STARTED = 0
+COPY_SEGMENT_FINISHED = 1
+DELETE_SEGMENT_STARTED = 2
+DELETE_SEGMENT_FINISHED = 3
+SEGMENT_STATES = {COPY_SEGMENT_STARTED: "COPY_SEGMENT_STARTED", COPY_SEGMENT_FINISHED: "COPY_SEGMENT_FINISHED",
+                  DELETE_SEGMENT_STARTED: "DELETE_SEGMENT_STARTED",
+                  DELETE_SEGMENT_FINISHED: "DELETE_SEGMENT_FINISHED"}
+# RemotePartitionDeleteState ids
+DELETE_PARTITION_MARKED = 0
+DELETE_PARTITION_STARTED = 1
+DELETE_PARTITION_FINISHED = 2
+
+
+def _topic_id_partition():
+    return [F("Name", "string", "0+"), F("Id", "uuid", "0+"), F("Partition", "int32", "0+")]
+
+
+def _segment_id():
+    return [F("TopicIdPartition", "TopicIdPartitionEntry", "0+", fields=_topic_id_partition()),
+            F("Id", "uuid", "0+")]
+
+
+SEGMENT_RECORD = Message("RemoteLogSegmentMetadataRecord", 0, "metadata", valid="0-1", flexible="0+", fields=[
+    F("RemoteLogSegmentId", "RemoteLogSegmentIdEntry", "0+", fields=_segment_id()),
+    F("StartOffset", "int64", "0+"),
+    F("EndOffset", "int64", "0+"),
+    F("BrokerId", "int32", "0+"),
+    F("MaxTimestampMs", "int64", "0+"),
+    F("EventTimestampMs", "int64", "0+"),
+    F("SegmentLeaderEpochs", "[]SegmentLeaderEpochEntry", "0+", fields=[
+        F("LeaderEpoch", "int32", "0+"),
+        F("Offset", "int64", "0+"),
+    ]),
+    F("SegmentSizeInBytes", "int32", "0+"),
+    F("CustomMetadata", "bytes", "0+", nullable="0+", default=None),
+    F("RemoteLogSegmentState", "int8", "0+"),
+    F("TxnIndexEmpty", "bool", "0+", tag=0, tagged="0+"),
+    F("BrokerLeaderEpoch", "int32", "1+", tag=1, tagged="1+"),
+])
+
+UPDATE_RECORD = Message("RemoteLogSegmentMetadataUpdateRecord", 1, "metadata", valid="0-1", flexible="0+", fields=[
+    F("RemoteLogSegmentId", "RemoteLogSegmentIdEntry", "0+", fields=_segment_id()),
+    F("BrokerId", "int32", "0+"),
+    F("EventTimestampMs", "int64", "0+"),
+    F("CustomMetadata", "bytes", "0+", nullable="0+", default=None),
+    F("RemoteLogSegmentState", "int8", "0+"),
+    F("BrokerLeaderEpoch", "int32", "1+", default=-1, tag=0, tagged="1+"),
+    F("EndOffset", "int64", "1+", default=-1, tag=1, tagged="1+"),
+])
+
+PARTITION_DELETE_RECORD = Message("RemotePartitionDeleteMetadataRecord", 2, "metadata", valid="0-1",
+                                  flexible="0+", fields=[
+    F("TopicIdPartition", "TopicIdPartitionEntry", "0+", fields=_topic_id_partition()),
+    F("BrokerId", "int32", "0+"),
+    F("EventTimestampMs", "int64", "0+"),
+    F("RemotePartitionDeleteState", "int8", "0+"),
+    F("BrokerLeaderEpoch", "int32", "1+", tag=0, tagged="1+"),
+    F("EndOffset", "int64", "1+", tag=1, tagged="1+"),
+])
+
+SegmentRecord = build_message_class(SEGMENT_RECORD, __name__)
+SegmentUpdate = build_message_class(UPDATE_RECORD, __name__)
+PartitionDelete = build_message_class(PARTITION_DELETE_RECORD, __name__)
+BY_API_KEY = {cls.API_KEY: cls for cls in (SegmentRecord, SegmentUpdate, PartitionDelete)}
+
+
+def encode_record(record, version: int | None = None) -> bytes:
+    """The value of a metadata record: frame, api key, version, body.  ``version`` defaults to
+    the highest (1)."""
+    cls = type(record)
+    version = cls.max_version() if version is None else version
+    out = bytearray()
+    for v in (FRAME_VERSION, cls.API_KEY, version):
+        write_uvarint(out, v)
+    return bytes(out) + record.encode(version)
+
+
+def decode_record(value, *, where: str):
+    """A metadata record from its value.  Anything that is not a record this code reads is a
+    :class:`ProtocolError` naming ``where`` (the metadata partition and offset)."""
+    buf = memoryview(value) if not isinstance(value, memoryview) else value
+    try:
+        frame, pos = read_uvarint(buf, 0)
+        api_key, pos = read_uvarint(buf, pos)
+        version, pos = read_uvarint(buf, pos)
+    except ProtocolError as exc:
+        raise ProtocolError(f"{where}: truncated metadata record header: {exc}") from None
+    if frame != FRAME_VERSION:
+        raise ProtocolError(f"{where}: metadata record frame version {frame}, expected {FRAME_VERSION}")
+    cls = BY_API_KEY.get(api_key)
+    if cls is None:
+        raise ProtocolError(f"{where}: unknown metadata record api key {api_key} "
+                            f"(known: {', '.join(f'{k} {c.NAME}' for k, c in BY_API_KEY.items())})")
+    if version not in cls.VALID_VERSIONS:
+        raise ProtocolError(f"{where}: {cls.NAME} version {version} is not readable "
+                            f"(versions {cls.VALID_VERSIONS})")
+    try:
+        return cls.decode(buf[pos:], version, keep_unknown_tags=False)
+    except ProtocolError as exc:
+        raise ProtocolError(f"{where}: {cls.NAME} v{version}: {exc}") from None
+
+
+# -- which metadata partition --------------------------------------------------------------------
+def _int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def _java_long_hash(v: int) -> int:
+    """``Long.hashCode``: ``(int)(v ^ (v >>> 32))``."""
+    u = v & 0xFFFFFFFFFFFFFFFF
+    return _int32(u ^ (u >> 32))
+
+
+def _java_objects_hash(*ints_and_longs: tuple[int, bool]) -> int:
+    """``Objects.hash(...)`` of (value, is_long) pairs: 31 * h + element hash, int32 arithmetic."""
+    h = 1
+    for value, is_long in ints_and_longs:
+        h = _int32(31 * h + (_java_long_hash(value) if is_long else _int32(value)))
+    return h
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed int32."""
+    m, r = 0x5BD1E995, 24
+    n = len(data)
+    h = (0x9747B28C ^ n) & 0xFFFFFFFF
+    for i in range(0, n - n % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = n % 4
+    base = n - tail
+    if tail == 3:
+        h ^= data[base + 2] << 16
+    if tail >= 2:
+        h ^= data[base + 1] << 8
+    if tail >= 1:
+        h ^= data[base]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return _int32(h)
+
+
+def metadata_partition(topic_id: bytes, partition: int, partitions: int) -> int:
+    """The ``__remote_log_metadata`` partition holding ``(topic_id, partition)``'s records."""
+    if len(topic_id) != 16:
+        raise ValueError(f"a topic id is 16 bytes, got {len(topic_id)}")
+    msb = int.from_bytes(topic_id[:8], "big", signed=True)
+    lsb = int.from_bytes(topic_id[8:], "big", signed=True)
+    h = _java_objects_hash((lsb, True), (msb, True), (partition, False))
+    return (murmur2(_int32(h).to_bytes(4, "big", signed=True)) & 0x7FFFFFFF) % partitions
