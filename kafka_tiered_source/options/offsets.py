@@ -168,9 +168,10 @@ def timestamp_strategy(opts: Mapping[str, str]) -> str:
     return option.value(opts[option.key]) if option.key in opts else option.default
 
 
-def bound(opts: Mapping[str, str], *, side: str, strategy: str) -> OffsetBound:
+def bound(opts: Mapping[str, str], *, side: str, strategy: str, streaming: bool = False) -> OffsetBound:
     """One side's bound, by Spark's precedence: <side>Timestamp > <side>OffsetsByTimestamp >
-    <side>Offsets > default (earliest for starting, latest for ending)."""
+    <side>Offsets > default (earliest for starting, latest for ending; a stream starts at the
+    latest by default, as Spark's does)."""
     ts_name = f"{side}Timestamp"
     by_ts_name = f"{side}OffsetsByTimestamp"
     off_name = f"{side}Offsets"
@@ -201,7 +202,7 @@ def bound(opts: Mapping[str, str], *, side: str, strategy: str) -> OffsetBound:
                                   "(option 'endingOffsets')", option=off_name)
             return EarliestOffsets()
         if text.lower() == "latest":
-            if side == "starting":
+            if side == "starting" and not streaming:
                 raise ConfigError("starting offset can't be latest for batch queries on Kafka "
                                   "(option 'startingOffsets')", option=off_name)
             return LatestOffsets()
@@ -213,14 +214,14 @@ def bound(opts: Mapping[str, str], *, side: str, strategy: str) -> OffsetBound:
             if offset < EARLIEST:
                 raise ConfigError(f"Option '{off_name}': the offset for {tp} must be >= 0, "
                                   f"-2 (earliest) or -1 (latest), got {offset}", option=off_name)
-            if side == "starting" and offset == LATEST:
+            if side == "starting" and offset == LATEST and not streaming:
                 raise ConfigError(f"startingOffsets for {tp} can't be latest for batch queries "
                                   f"on Kafka (option 'startingOffsets')", option=off_name)
             if side == "ending" and offset == EARLIEST:
                 raise ConfigError(f"ending offset for {tp} can't be earliest for batch queries "
                                   f"on Kafka (option 'endingOffsets')", option=off_name)
         return SpecificOffsets(tuple(sorted(table.items())))
-    return EarliestOffsets() if side == "starting" else LatestOffsets()
+    return EarliestOffsets() if side == "starting" and not streaming else LatestOffsets()
 
 
 def _bound_option(opts: Mapping[str, str], side: str) -> str:

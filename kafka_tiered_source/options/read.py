@@ -166,6 +166,11 @@ class ReadOptions:
     quota: QuotaConfig = field(default_factory=QuotaConfig)  # quota.*
     metrics_jsonl_path: str | None = None   # metrics.jsonl.path: one JSON line per task
     telemetry_push: bool = True             # telemetry.push.enabled (KIP-714 push to the broker)
+    streaming: bool = False                 # parsed for readStream (the rate limits below apply)
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
+    max_bytes_per_trigger: int | None = None
 
     @property
     def offline(self) -> bool:
@@ -176,8 +181,12 @@ class ReadOptions:
         return self.isolation_level == "read_committed"
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
-        return parse_read_options(options)
+    def parse(cls, options: Mapping[str, str], *, streaming: bool = False,
+              warn_ignored: bool = True) -> "ReadOptions":
+        """The options of ``spark.read`` (or, ``streaming``, of ``spark.readStream``).
+        ``warn_ignored=False`` leaves the warning about options this kind of read ignores to the
+        caller (:func:`log_ignored`), for a parse that does not know yet which read it serves."""
+        return parse_read_options(options, streaming=streaming, warn_ignored=warn_ignored)
 
 
 def _bootstrap(value: str) -> tuple[str, ...]:
@@ -192,7 +201,8 @@ def _bootstrap(value: str) -> tuple[str, ...]:
     return servers
 
 
-def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
+                       warn_ignored: bool = True) -> ReadOptions:
     # Spark delivers lower-cased keys; lower-case again so a plain dict behaves the same.
     opts: dict[str, str] = {}
     for raw_key, value in options.items():
@@ -231,8 +241,18 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     strategy = offsets.strategy(opts)
 
     ts_strategy = offsets.timestamp_strategy(opts)
-    starting = offsets.bound(opts, side="starting", strategy=ts_strategy)
-    ending = offsets.bound(opts, side="ending", strategy=ts_strategy)
+    if streaming:
+        # A stream has no end; where each micro-batch ends is the stream reader's business.
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if name.lower() in opts:
+                raise ConfigError(f"Option '{name}' is for batch queries; a streaming query reads "
+                                  f"on (bound each micro-batch with maxOffsetsPerTrigger or "
+                                  f"maxBytesPerTrigger, or use Trigger.AvailableNow)", option=name)
+        starting = offsets.bound(opts, side="starting", strategy=ts_strategy, streaming=True)
+        ending = LatestOffsets()
+    else:
+        starting = offsets.bound(opts, side="starting", strategy=ts_strategy)
+        ending = offsets.bound(opts, side="ending", strategy=ts_strategy)
     offsets.check_bounds(opts, strategy, starting, ending)
 
     def opt(name: str):
@@ -302,8 +322,9 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
                               f"maxOffsetsPerTrigger ({high})", option="minOffsetsPerTrigger")
     ignored = []
     for option in in_group("streaming"):
-        if option.key in opts:
-            log.warning("Option '%s' ignored: %s", option.name, option.doc)
+        if option.key in opts and (not streaming or option.name == "groupIdPrefix"):
+            if warn_ignored:
+                log_ignored(option.name)
             ignored.append(option.name)
 
     return ReadOptions(
@@ -337,7 +358,17 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
                           opt("quota.job.remote.requests.per.second")),
         metrics_jsonl_path=opt("metrics.jsonl.path"),
         telemetry_push=opt("telemetry.push.enabled"),
+        streaming=streaming,
+        max_offsets_per_trigger=opt("maxOffsetsPerTrigger") if streaming else None,
+        min_offsets_per_trigger=opt("minOffsetsPerTrigger") if streaming else None,
+        max_trigger_delay_ms=opt("maxTriggerDelay"),
+        max_bytes_per_trigger=opt("maxBytesPerTrigger") if streaming else None,
     )
+
+
+def log_ignored(name: str) -> None:
+    why = BY_KEY[name.lower()].doc if name == "groupIdPrefix" else "it applies to streaming queries only"
+    log.warning("Option '%s' ignored: %s", name, why)
 
 
 def include_headers(options: Mapping[str, str]) -> bool:

@@ -29,7 +29,7 @@ LABELS = {"spark": "Option '{}'", "streaming": "Option '{}'", "source": "Option 
           "fsspec": "option {}", "fetch": "option {}", "kafka": "{}"}
 
 GROUP_TITLES = {
-    "spark": "Spark's Kafka source options", "streaming": "Streaming options (accepted, ignored by batch reads)",
+    "spark": "Spark's Kafka source options", "streaming": "Streaming (`readStream`; batch reads ignore them)",
     "source": "Options of kafka-tiered", "storage": "Remote storage", "s3": "S3 (`remote.storage.fetcher=s3`)",
     "gcs": "GCS (`remote.storage.fetcher=gcs`)", "azure": "Azure Blob (`remote.storage.fetcher=azure`)",
     "fsspec": "fsspec (`remote.storage.fetcher=fsspec`)", "fetch": "Direct reads",
@@ -90,9 +90,14 @@ OPTIONS: tuple[Option, ...] = (
     O("kafkaConsumer.pollTimeoutMs", "spark", "broker request timeout (ms)", _int(1), 120_000),
     O("fetchOffset.numRetries", "spark", "ListOffsets retries", _int(0, v.INT32_MAX), 3),
     O("fetchOffset.retryIntervalMs", "spark", "wait between ListOffsets retries (ms)", _int(0), 10),
-    O("maxOffsetsPerTrigger", "streaming", "streaming only; ignored by batch reads", _int(0)),
-    O("minOffsetsPerTrigger", "streaming", "streaming only; ignored by batch reads", _int(0)),
-    O("maxTriggerDelay", "streaming", "streaming only; ignored by batch reads"),
+    O("maxOffsetsPerTrigger", "streaming", "at most this many offsets per micro-batch, split over the "
+      "partitions by lag", _int(1)),
+    O("minOffsetsPerTrigger", "streaming", "wait for this many new offsets (or maxTriggerDelay) before a "
+      "micro-batch", _int(1)),
+    O("maxTriggerDelay", "streaming", "the longest a micro-batch waits for minOffsetsPerTrigger",
+      v.duration_ms, 15 * 60_000),
+    O("maxBytesPerTrigger", "streaming", "at most this many log bytes per micro-batch (kafka-tiered's own)",
+      _int(1)),
     O("groupIdPrefix", "streaming", "ignored: kafka-tiered joins no consumer group"),
     # -- kafka-tiered's own ----------------------------------------------------------------------
     O("client.id", "source", "client-id that metrics and costs are attributed to (default: the Spark app name)",

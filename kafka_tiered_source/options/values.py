@@ -83,3 +83,17 @@ def nonempty(label: str, name: str, raw) -> str:
 
 def text(label: str, name: str, raw) -> str:
     return str(raw)
+
+
+_DURATION = re.compile(r"^\s*([0-9]+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(label: str, name: str, raw) -> int:
+    """A duration as Spark writes them (``15m``, ``30s``, ``500ms``, ``1h``; a bare number is
+    seconds), in milliseconds."""
+    m = _DURATION.match(str(raw))
+    if not m:
+        raise ConfigError(f"{label} must be a duration such as 15m, 30s or 500ms, got {show(name, raw)}",
+                          option=name)
+    return int(m.group(1)) * _UNIT_MS[(m.group(2) or "s").lower()]

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ..errors import ConfigError
 from ..options import ReadOptions
+from ..options.read import log_ignored
 from .schema import ddl
 
 log = logging.getLogger(__name__)
@@ -44,7 +46,18 @@ class KafkaTieredDataSource(DataSource):
                                           for k in options):
             options = {**dict(options), "client.id": self._kts_app_name}
         super().__init__(options)
-        self.read_options = ReadOptions.parse(options)
+        # The same source serves spark.read and spark.readStream, and Spark does not say which:
+        # options valid only for a stream (startingOffsets=latest) keep the batch error for
+        # reader(); anything wrong for both is raised now, when the DataFrame is created.
+        self._batch_error = None
+        try:
+            self.read_options = ReadOptions.parse(options, warn_ignored=False)
+        except ConfigError as exc:
+            try:
+                self.read_options = ReadOptions.parse(options, streaming=True)
+            except ConfigError:
+                raise exc from None
+            self._batch_error = exc
         storage = self.read_options.storage
         if self.read_options.fetch_remote_enabled and storage.configured:
             # An unknown fetcher name or class is an options error too: find it at load time,
@@ -60,7 +73,16 @@ class KafkaTieredDataSource(DataSource):
         return ddl(self.read_options.include_headers)
 
     def reader(self, schema) -> "KafkaTieredReader":
+        if self._batch_error is not None:
+            raise self._batch_error
+        for name in self.read_options.ignored:
+            log_ignored(name)
         return KafkaTieredReader(self.read_options, self._kts_accumulator, self._kts_app_id)
+
+    def streamReader(self, schema):
+        from .stream import KafkaTieredStreamReader
+        return KafkaTieredStreamReader(ReadOptions.parse(self.options, streaming=True),
+                                       self._kts_accumulator, self._kts_app_id)
 
 
 @dataclass(frozen=True)
@@ -84,25 +106,34 @@ class KafkaTieredReader(DataSourceReader):
         self.app_id = app_id
 
     def partitions(self):
-        import uuid
-        from ..planning import ReadTask, plan
-        from ..planning.estimate import check_budget, estimate_plan
-        planned = plan(self.options)
-        # cost.budget.usd: refuse here, before any task reads a byte
-        check_budget(estimate_plan(planned, self.options))
-        tasks = planned.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
-        read_id = uuid.uuid4().hex
-        return [TaskPartition(t, read_id, len(tasks)) for t in tasks]
+        return plan_partitions(self.options)
 
     def read(self, partition):
-        from ..executor import TaskReader
-        reader = TaskReader(self.options, tasks_planned=partition.tasks_planned)
-        try:
-            yield from reader.read(partition.task)
-        finally:
-            try:
-                reader.finish(accumulator=self.accumulator, read_id=partition.read_id,
-                              task_index=partition.task.index, app_id=self.app_id)
-            finally:
-                reader.close()
+        return read_partition(self.options, partition, self.accumulator, self.app_id)
 
+
+def plan_partitions(options: ReadOptions) -> list:
+    """Plan a read (a batch, or one micro-batch) into Spark partitions, refusing it before any
+    GET when its estimate is over ``cost.budget.usd``."""
+    import uuid
+    from ..planning import ReadTask, plan
+    from ..planning.estimate import check_budget, estimate_plan
+    planned = plan(options)
+    check_budget(estimate_plan(planned, options))
+    tasks = planned.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
+    read_id = uuid.uuid4().hex
+    return [TaskPartition(t, read_id, len(tasks)) for t in tasks]
+
+
+def read_partition(options: ReadOptions, partition, accumulator=None, app_id=None):
+    """Run one planned task (executor side) and report its metrics."""
+    from ..executor import TaskReader
+    reader = TaskReader(options, tasks_planned=partition.tasks_planned)
+    try:
+        yield from reader.read(partition.task)
+    finally:
+        try:
+            reader.finish(accumulator=accumulator, read_id=partition.read_id,
+                          task_index=partition.task.index, app_id=app_id)
+        finally:
+            reader.close()

@@ -1,0 +1,150 @@
+"""``spark.readStream.format("kafka-tiered")``: real streaming queries (local[2], a parquet sink
+with a checkpoint) over the embedded broker with tiered data."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from broker_fixtures import FIXTURE_PARTITIONS, file_tiered_cluster, produce_kafka_python
+from spark_helpers import b64, expected_rows
+from spark_session import spark  # noqa: F401  (fixture)
+
+import kafka_tiered_source as kts
+from kafka_tiered_source.errors import ConfigError
+from kafka_tiered_source.options import ReadOptions
+
+pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
+
+ALL_TOPICS = "orders,payments,compacted"
+
+
+@pytest.fixture(scope="module")
+def sp(spark):
+    kts.register(spark)
+    return spark
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with file_tiered_cluster(tmp_path_factory.mktemp("stream"), segment_bytes=64 * 1024) as c:
+        yield c
+
+
+def stream(sp, c, **extra):
+    opts = {"kafka.bootstrap.servers": c.bootstrap_servers, "startingOffsets": "earliest",
+            "remote.storage.uri": f"file://{c.remote_dir}", **extra}
+    return sp.readStream.format("kafka-tiered").options(**opts).load()
+
+
+def run_available_now(df, out, checkpoint):
+    q = (df.writeStream.format("parquet").option("path", str(out))
+         .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    return q
+
+
+def sink_rows(sp, out) -> dict:
+    got: dict = {}
+    for r in sp.read.parquet(str(out)).select("topic", "partition", "offset", "value").collect():
+        got.setdefault((r.topic, r.partition), []).append((r.offset, b64(r.value)))
+    return {k: sorted(v) for k, v in got.items()}
+
+
+@pytest.mark.parametrize("iso", ["read_uncommitted", "read_committed"])
+def test_available_now_over_tiered_topics_gives_exactly_the_records(sp, cluster, tmp_path, iso):
+    df = stream(sp, cluster, subscribe=ALL_TOPICS, **{"kafka.isolation.level": iso})
+    run_available_now(df, tmp_path / "out", tmp_path / "cp")
+    got = sink_rows(sp, tmp_path / "out")
+    for t, p in FIXTURE_PARTITIONS:
+        want = [(r["offset"], r["value"]) for r in expected_rows(t, p, iso == "read_committed")]
+        assert got.get((t, p), []) == want, f"{t}-{p}"
+
+
+def test_max_offsets_per_trigger_splits_the_catch_up_and_a_rerun_reads_only_new_records(sp, cluster, tmp_path):
+    t, p = "orders", 0
+    df = stream(sp, cluster, assign=json.dumps({t: [p]}), maxOffsetsPerTrigger="1000")
+    q = run_available_now(df, tmp_path / "out", tmp_path / "cp")
+    offsets = cluster.offsets(t, p)
+    total = offsets.high_watermark - offsets.log_start_offset
+    batches = [pr for pr in q.recentProgress if pr["numInputRows"] > 0]
+    assert len(batches) >= math.ceil(total / 1000)
+    assert all(pr["numInputRows"] <= 1000 for pr in q.recentProgress)
+    first = sink_rows(sp, tmp_path / "out")[(t, p)]
+    assert [o for o, _ in first] == [r["offset"] for r in expected_rows(t, p, False)]
+    # more records arrive; the same query, from its checkpoint, reads just those, once each
+    produce_kafka_python(cluster.bootstrap_servers, t,
+                         [(b"k%d" % i, b"late-%d" % i, [], None) for i in range(25)], "none")
+    run_available_now(stream(sp, cluster, assign=json.dumps({t: [p]}), maxOffsetsPerTrigger="1000"),
+                      tmp_path / "out", tmp_path / "cp")
+    second = sink_rows(sp, tmp_path / "out")[(t, p)]
+    assert second[:len(first)] == first and len(second) == len(first) + 25
+    assert len({o for o, _ in second}) == len(second)
+
+
+def test_stream_options_are_checked_by_name():
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
+    with pytest.raises(ConfigError) as info:
+        ReadOptions.parse({**base, "endingOffsets": "latest"}, streaming=True)
+    assert info.value.option == "endingOffsets"
+    o = ReadOptions.parse({**base, "startingOffsets": "latest", "maxOffsetsPerTrigger": "10",
+                           "maxBytesPerTrigger": "1000", "maxTriggerDelay": "30s"}, streaming=True)
+    assert (o.max_offsets_per_trigger, o.max_bytes_per_trigger, o.max_trigger_delay_ms) == (10, 1000, 30_000)
+
+
+def test_a_corrupt_checkpoint_offset_names_the_partition():
+    from kafka_tiered_source.planning.stream import from_json_offsets
+    with pytest.raises(ConfigError) as info:
+        from_json_offsets({"orders": {"0": "x"}}, what="the checkpointed offset")
+    assert "orders-0" in str(info.value)
+
+
+def test_an_offset_past_the_log_end_names_the_partition(sp, cluster, tmp_path):
+    end = cluster.offsets("orders", 0).high_watermark
+    df = stream(sp, cluster, startingOffsets=json.dumps({"orders": {"0": end + 1000}}),
+                assign=json.dumps({"orders": [0]}))
+    q = (df.writeStream.format("parquet").option("path", str(tmp_path / "o"))
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    from pyspark.errors import StreamingQueryException
+    with pytest.raises(StreamingQueryException) as info:
+        q.awaitTermination(120)
+    assert "orders-0: offset" in str(info.value) and "past the log end offset" in str(info.value)
+
+
+def test_a_running_query_follows_the_topic_while_the_broker_tiers_under_it(sp, tmp_path):
+    import time
+    with file_tiered_cluster(tmp_path / "live", segment_bytes=16 * 1024) as c:
+        c.create_topic("live", partitions=1)
+        df = stream(sp, c, subscribePattern="live.*", maxOffsetsPerTrigger="400")
+        q = (df.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="500 milliseconds")
+             .start())
+        try:
+            sent = 0
+            for round_ in range(4):
+                produce_kafka_python(c.bootstrap_servers, "live",
+                                     [(None, b"r%d-%d" % (round_, i), [], None) for i in range(300)], "lz4")
+                sent += 300
+                if round_ == 1:
+                    c.create_topic("live-two", partitions=1)    # a new topic matching the pattern
+                    produce_kafka_python(c.bootstrap_servers, "live-two",
+                                         [(None, b"two-%d" % i, [], None) for i in range(50)], "none")
+                c.roll("live", 0)
+                c.tier("live")
+                time.sleep(1.5)
+            tiered = c.remote_segments("live", 0)
+            assert tiered, "the broker tiered segments while the query ran"
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                q.processAllAvailable()
+                got = sink_rows(sp, tmp_path / "out")
+                if len(got.get(("live", 0), [])) >= sent and len(got.get(("live-two", 0), [])) >= 50:
+                    break
+        finally:
+            q.stop()
+        got = sink_rows(sp, tmp_path / "out")
+        live = got[("live", 0)]
+        assert [o for o, _ in live] == list(range(sent))                     # nothing lost or repeated
+        assert [o for o, _ in got[("live-two", 0)]] == list(range(50))       # picked up from its start
