@@ -148,3 +148,81 @@ def test_a_running_query_follows_the_topic_while_the_broker_tiers_under_it(sp, t
         live = got[("live", 0)]
         assert [o for o, _ in live] == list(range(sent))                     # nothing lost or repeated
         assert [o for o, _ in got[("live-two", 0)]] == list(range(50))       # picked up from its start
+
+
+def test_a_query_stopped_mid_catch_up_and_restarted_writes_every_record_once(sp, cluster, tmp_path):
+    t, p = "payments", 0
+    df = lambda: stream(sp, cluster, assign=json.dumps({t: [p]}), maxOffsetsPerTrigger="300")  # noqa: E731
+    q = (df().writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="0 seconds").start())
+    import time
+    deadline = time.time() + 120
+    while time.time() < deadline and sum(pr["numInputRows"] for pr in q.recentProgress) < 600:
+        time.sleep(0.05)
+    q.stop()                                     # mid catch-up, possibly mid-batch
+    done_before = sum(pr["numInputRows"] for pr in q.recentProgress)
+    assert done_before < len(expected_rows(t, p, False)), "the query was stopped before the end"
+    run_available_now(df(), tmp_path / "out", tmp_path / "cp")
+    got = sink_rows(sp, tmp_path / "out")[(t, p)]
+    want = [(r["offset"], r["value"]) for r in expected_rows(t, p, False)]
+    assert got == want
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_records_deleted_before_they_were_read_follow_fail_on_data_loss(sp, tmp_path, fail):
+    from pyspark.errors import StreamingQueryException
+    with file_tiered_cluster(tmp_path / "c", segment_bytes=16 * 1024) as c:
+        c.create_topic("gone", partitions=1)
+        produce_kafka_python(c.bootstrap_servers, "gone", [(None, b"a%d" % i, [], None) for i in range(200)], "none")
+        opts = {"assign": json.dumps({"gone": [0]}), "failOnDataLoss": str(fail).lower()}
+        run_available_now(stream(sp, c, **opts), tmp_path / "out", tmp_path / "cp")
+        produce_kafka_python(c.bootstrap_servers, "gone", [(None, b"b%d" % i, [], None) for i in range(200)], "none")
+        c.roll("gone", 0)
+        c.tier("gone")
+        c.delete_records("gone", 0, 300)          # retention passes offsets the query never read
+        q = (stream(sp, c, **opts).writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+        if fail:
+            with pytest.raises(StreamingQueryException) as info:
+                q.awaitTermination(120)
+            assert "gone-0" in str(info.value) and "failOnDataLoss" in str(info.value)
+        else:
+            q.awaitTermination(120)
+            offsets = [o for o, _ in sink_rows(sp, tmp_path / "out")[("gone", 0)]]
+            assert offsets == list(range(200)) + list(range(300, 400))
+
+
+def test_rate_limit_splits_by_lag_as_sparks_kafka_source():
+    from kafka_tiered_source.planning.stream import rate_limit
+    start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 50}
+    latest = {("t", 0): 900, ("t", 1): 200, ("t", 2): 50}       # lags 900, 100, 0
+    # Spark: prorate = limit * lag / total; < 1 rounds up (no starving), else down
+    assert rate_limit(100, start, latest) == {("t", 0): 90, ("t", 1): 110, ("t", 2): 50}
+    assert rate_limit(5, {("t", 0): 0, ("t", 1): 0}, {("t", 0): 1000, ("t", 1): 1}) == \
+        {("t", 0): 4, ("t", 1): 1}
+    assert rate_limit(10_000, start, latest) == latest           # more than the lag: all of it
+
+
+def test_max_bytes_per_trigger_bounds_each_micro_batch_in_log_bytes(cluster):
+    from kafka_tiered_source.planning.stream import StreamPlanner, range_options
+    from kafka_tiered_source import planning
+    from kafka_tiered_source.options import client_properties
+    from kafka_tiered_source.protocol.client import BrokerClient
+    opts = ReadOptions.parse({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": "orders",
+                              "startingOffsets": "earliest", "maxBytesPerTrigger": str(256 * 1024),
+                              "remote.storage.uri": f"file://{cluster.remote_dir}"}, streaming=True)
+    with BrokerClient(client_properties(opts)) as client:
+        sp = StreamPlanner(opts, client)
+        start, batches = sp.initial(), 0
+        latest = sp.latest(list(start))
+        while start != latest and batches < 100:
+            end = sp.next_end(start, limited=True)
+            per = sp.bytes_per_offset(start, latest)
+            planned = sum((end[k] - start[k]) * per.get(k, 0) for k in end)
+            # within the budget, give or take one offset per partition (a share below one
+            # offset rounds up so no partition starves)
+            assert planned <= 256 * 1024 + sum(per.values())
+            assert end != start
+            assert planning.plan(range_options(opts, start, end)).tasks
+            start, batches = end, batches + 1
+    assert start == latest and batches >= 2

@@ -189,6 +189,7 @@ def _txn_topic(c, topic):
         other.flush()
         for i in range(50):
             tx.produce(topic, value=b"tx%d-late-%d" % (n, i), partition=0)
+        tx.flush()                            # all written before the marker (abort purges unsent)
         (tx.commit_transaction if commit else tx.abort_transaction)()
         outcomes.append(commit)
     for codec in ("gzip", "none"):

@@ -204,7 +204,8 @@ def bound(opts: Mapping[str, str], *, side: str, strategy: str, streaming: bool 
         if text.lower() == "latest":
             if side == "starting" and not streaming:
                 raise ConfigError("starting offset can't be latest for batch queries on Kafka "
-                                  "(option 'startingOffsets')", option=off_name)
+                                  "(option 'startingOffsets'); a stream starts at latest when the "
+                                  "option is left out", option=off_name)
             return LatestOffsets()
         if not text.startswith("{"):
             raise ConfigError(f"Option '{off_name}' must be 'earliest', 'latest' or a JSON object "

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..errors import ConfigError
 from ..options import ReadOptions
 from ..options.read import log_ignored
 from .schema import ddl
@@ -46,18 +45,10 @@ class KafkaTieredDataSource(DataSource):
                                           for k in options):
             options = {**dict(options), "client.id": self._kts_app_name}
         super().__init__(options)
-        # The same source serves spark.read and spark.readStream, and Spark does not say which:
-        # options valid only for a stream (startingOffsets=latest) keep the batch error for
-        # reader(); anything wrong for both is raised now, when the DataFrame is created.
-        self._batch_error = None
-        try:
-            self.read_options = ReadOptions.parse(options, warn_ignored=False)
-        except ConfigError as exc:
-            try:
-                self.read_options = ReadOptions.parse(options, streaming=True)
-            except ConfigError:
-                raise exc from None
-            self._batch_error = exc
+        # The same source serves spark.read and spark.readStream, and Spark does not say which
+        # when it creates it: the options are checked as a batch read's (errors surface at
+        # load()), and streamReader() parses them again as a stream's.
+        self.read_options = ReadOptions.parse(options, warn_ignored=False)
         storage = self.read_options.storage
         if self.read_options.fetch_remote_enabled and storage.configured:
             # An unknown fetcher name or class is an options error too: find it at load time,
@@ -73,8 +64,6 @@ class KafkaTieredDataSource(DataSource):
         return ddl(self.read_options.include_headers)
 
     def reader(self, schema) -> "KafkaTieredReader":
-        if self._batch_error is not None:
-            raise self._batch_error
         for name in self.read_options.ignored:
             log_ignored(name)
         return KafkaTieredReader(self.read_options, self._kts_accumulator, self._kts_app_id)
