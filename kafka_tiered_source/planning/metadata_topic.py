@@ -129,6 +129,7 @@ class MetadataTopicLocator:
         self.index_of = index_of or (lambda seg: fetcher.fetch_index(seg, "offset"))
         self.catalog = MetadataCatalog()
         self._partitions: int | None = None
+        self._available: bool | None = None
         self._scanned: set[int] = set()
 
     # -- reading the metadata topic ------------------------------------------------------------
@@ -140,13 +141,16 @@ class MetadataTopicLocator:
         return self._partitions
 
     def available(self) -> bool:
-        """Whether the metadata topic exists and can be described (``auto`` moves on if not)."""
-        try:
-            self.partitions()
-        except BrokerError as exc:
-            log.info("%s cannot be read (%s): not locating segments through it", self.topic, exc)
-            return False
-        return True
+        """Whether the metadata topic exists and can be described (``auto`` moves on if not);
+        asked once per plan."""
+        if self._available is None:
+            try:
+                self.partitions()
+                self._available = True
+            except BrokerError as exc:
+                log.info("%s cannot be read (%s): not locating segments through it", self.topic, exc)
+                self._available = False
+        return self._available
 
     def metadata_partition(self, topic_id: str, partition: int) -> int:
         return rlm.metadata_partition(uuid_from_str(topic_id), partition, self.partitions())
