@@ -126,6 +126,23 @@ def test_no_fault_reads_directly(cluster, proxy):
     assert proxy.gets_for(".log") == n_remote_ranges(opts)
 
 
+def test_later_segments_are_in_flight_while_earlier_ones_arrive(cluster, proxy):
+    """A slow store: the GETs of one task's next segments (and their manifests) overlap with
+    the current one's, across segment boundaries; the rows and GET counts stay exact."""
+    opts = options(cluster, proxy.endpoint, **{"partition.target.bytes": str(64 * 1024 * 1024)})
+    plan = planning.plan(opts)
+    assert len(plan.tasks) == 1 and len(plan.remote_ranges) >= 4
+    proxy.add(Rule(match=".log", stall_s=0.3, method="GET"))
+    batches, stats = read_all(opts, plan.tasks)
+    assert_rows(batches)
+    assert stats.fallbacks == 0
+    spans = [(start, end) for method, path, status, _, start, end in proxy.log
+             if method == "GET" and ".log" in path and status < 300]
+    assert len(spans) == len(plan.remote_ranges)
+    in_flight = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert in_flight == opts.storage.concurrency      # the whole window, not one segment at a time
+
+
 # ---------------------------------------------------------------------------------------------
 # 500 / 503 / throttling
 

@@ -25,10 +25,10 @@ class RangePrefetcher:
     latency overlaps with decoding and Spark throughout.
 
     Each GET is counted under the topic-partition of the range it was made for
-    (:func:`~kafka_tiered_source.metrics.reader.fetch_scope`), wherever the reader is.  A
-    partition's next range starts only once a GET of its previous range came back good: after
-    a failure nothing more of that partition is fetched until the reader has decided (it
-    usually sends the rest of the partition through the broker).
+    (:func:`~kafka_tiered_source.metrics.reader.fetch_scope`), wherever the reader is.  Each
+    partition starts slowly: its later ranges go in flight once a GET of it came back good, and
+    after a failure nothing more of it is fetched until the reader has decided (it usually sends
+    the rest of the partition through the broker).
 
     Memory: at most ``concurrency`` parts in flight plus ``depth`` queued, each at most
     ``fetch.remote.part.size.bytes`` (a chunked segment's part: whole chunks up to that size).
@@ -45,6 +45,8 @@ class RangePrefetcher:
         self._stop = threading.Event()
         self._cond = threading.Condition()
         self._wanted = -1              # the range the reader asked for last
+        self._good: set = set()        # partitions with a part delivered
+        self._bad: set = set()         # partitions with a failed range
         self._pool = ThreadPoolExecutor(max_workers=self._window, thread_name_prefix="kts-get")
         self._thread = threading.Thread(target=self._run, args=(fetcher,), daemon=True,
                                         name="kafka-tiered-prefetch")
@@ -63,18 +65,19 @@ class RangePrefetcher:
     def _run(self, fetcher) -> None:
         inflight: deque = deque()      # (range index, is last part of it, future)
         dead: set = set()              # ranges that failed or ended early: drop their parts
-        ok: set = set()                # ranges with a part delivered
-        previous: dict = {}            # partition -> its latest range so far
+        seen: set = set()
         try:
             for i, r in enumerate(self._ranges):
-                before = previous.get(self._keys[i])
-                previous[self._keys[i]] = i
-                # A partition's next range starts once a GET of its previous range has come back
-                # good, so a store that fails sees no GETs pile up behind the first failure: the
-                # reader decides (usually: the rest of the partition through the broker).
-                while not (before is None or before in ok or self._decided(i)):
+                key = self._keys[i]
+                first = key not in seen
+                seen.add(key)
+                # Slow start per partition: its later ranges start once a GET of it has come
+                # back good, and none after one of its ranges failed until the reader decided
+                # (usually: the rest of the partition through the broker), so a store that
+                # fails sees one failed range per partition, not a pile of them.
+                while not (first or (key in self._good and key not in self._bad) or self._decided(i)):
                     if inflight:
-                        if not self._drain(inflight, dead, ok, len(inflight) - 1):
+                        if not self._drain(inflight, dead, len(inflight) - 1):
                             return
                     else:
                         with self._cond:
@@ -87,7 +90,7 @@ class RangePrefetcher:
                 try:
                     parts = fetcher.log_segment_parts(r.segment, r.byte_start, r.byte_end)
                 except Exception as exc:   # e.g. its manifest: handed to the reader, which decides
-                    if not self._drain(inflight, dead, ok, 0) or not self._fail(i, exc, dead):
+                    if not self._drain(inflight, dead, 0) or not self._fail(i, exc, dead):
                         return
                     continue
                 finally:
@@ -95,12 +98,12 @@ class RangePrefetcher:
                 ctx = contextvars.copy_context()
                 ctx.run(fetch_scope.set, self._keys[i])
                 for n, part in enumerate(parts):
-                    if not self._drain(inflight, dead, ok, self._window - 1):
+                    if not self._drain(inflight, dead, self._window - 1):
                         return
                     if i in dead or i in self._skip:
                         break
                     inflight.append((i, n == len(parts) - 1, self._pool.submit(ctx.copy().run, part)))
-            self._drain(inflight, dead, ok, 0)
+            self._drain(inflight, dead, 0)
         finally:
             for _, _, fut in inflight:
                 fut.cancel()
@@ -109,7 +112,7 @@ class RangePrefetcher:
         """Stop, or the reader has skipped range ``i`` or asked for it."""
         return self._stop.is_set() or i in self._skip or self._wanted >= i
 
-    def _drain(self, inflight: deque, dead: set, ok: set, keep: int) -> bool:
+    def _drain(self, inflight: deque, dead: set, keep: int) -> bool:
         """Hand finished parts to the reader, in order, until at most ``keep`` are in flight.
         False when the prefetcher is stopping."""
         while len(inflight) > keep:
@@ -120,11 +123,10 @@ class RangePrefetcher:
             try:
                 piece, ended = fut.result()
             except Exception as exc:
-                if not self._put((i, exc)):
+                if not self._fail(i, exc, dead):
                     return False
-                dead.add(i)
                 continue
-            ok.add(i)
+            self._good.add(self._keys[i])
             if len(piece) and not self._put((i, piece)):
                 return False
             if last or ended:
@@ -135,6 +137,7 @@ class RangePrefetcher:
 
     def _fail(self, i: int, exc: Exception, dead: set) -> bool:
         dead.add(i)
+        self._bad.add(self._keys[i])
         return self._put((i, exc))
 
     # -- the reader's side --------------------------------------------------------------------
