@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import struct
 
 import pytest
 
 from broker_fixtures import (FIXTURE_META, FIXTURE_PARTITIONS, expected_rows as produced_rows,
-                             file_tiered_cluster, fixture_expected, fixture_segments,
-                             produce_kafka_python)
+                             file_tiered_cluster, fixture_expected, produce_kafka_python)
 from spark_helpers import collect_rows, first_difference, load
 from spark_session import spark  # noqa: F401  (fixture)
+from timestamp_data import first_at_or_after, fixture_records
 
 import kafka_tiered_source as kts
 
@@ -76,37 +75,11 @@ def options(c, **extra) -> dict:
 # what the data says, independently of the planner
 
 
-def control_markers(topic: str, partition: int) -> list[tuple[int, int]]:
-    """(offset, timestamp) of every control record of a fixture partition, from the batch
-    headers of its .log files (a control batch holds one record; Kafka writes it with its base
-    timestamp equal to its max timestamp, checked here)."""
-    folder = fixture_segments(topic, partition)
-    out = []
-    for name in sorted(f for f in os.listdir(folder) if f.endswith(".log")):
-        data = open(os.path.join(folder, name), "rb").read()
-        pos = 0
-        while pos + 61 <= len(data):
-            base, length = struct.unpack_from(">qi", data, pos)
-            attrs, = struct.unpack_from(">h", data, pos + 21)
-            base_ts, max_ts = struct.unpack_from(">qq", data, pos + 27)
-            if attrs & 0x20:
-                assert base_ts == max_ts
-                out.append((base, max_ts))
-            pos += 12 + length
-    return out
-
-
 def all_records(c, topic: str, partition: int) -> list[tuple[int, int]]:
     """(offset, timestamp) of every record, control records included: what ListOffsets sees."""
     if topic == OOO:
         return [(r["offset"], r["timestamp"]) for r in c.ooo_rows]
-    rows = [(r["offset"], r["timestamp"]) for r in fixture_expected(topic, partition, False)]
-    return sorted(rows + control_markers(topic, partition))
-
-
-def first_at_or_after(c, topic, partition, ts_ms: int, start: int) -> int | None:
-    """The first offset >= start whose record's timestamp is >= ts_ms: Kafka's ListOffsets."""
-    return next((o for o, t in all_records(c, topic, partition) if o >= start and t >= ts_ms), None)
+    return fixture_records(topic, partition)
 
 
 def read_end(c, topic: str, partition: int, committed: bool) -> int:
@@ -127,8 +100,8 @@ def expected_gets(c, parts, *, committed=False, offsets=(None, None), ts_ms=None
         lo, hi = offsets
         start, end = max(start, lo if lo is not None else start), min(end, hi if hi is not None else end)
         if ts_ms is not None:
-            first = first_at_or_after(c, t, p, ts_ms, start)
-            start = end if first is None else max(start, first)
+            first = first_at_or_after(all_records(c, t, p), ts_ms, start)
+            start = end if first < 0 else max(start, first)
         read = [s for s in segs if s.end_offset >= start and s.base_offset < end]
         if ts_ms is not None and not committed:
             read = read[:1] + [s for s in read[1:] if s.max_timestamp >= ts_ms]

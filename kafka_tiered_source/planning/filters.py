@@ -148,9 +148,14 @@ def _literal(column: str, v) -> str:
 
 
 def format_micros(us: int) -> str:
-    """Microseconds since the epoch as an ISO 8601 UTC string."""
-    t = _EPOCH + _dt.timedelta(microseconds=us)
-    return t.isoformat().replace("+00:00", "Z")
+    """Microseconds since the epoch as an ISO 8601 UTC string, to the millisecond unless the
+    microseconds say more."""
+    try:
+        t = _EPOCH + _dt.timedelta(microseconds=us)
+    except OverflowError:     # past datetime's years 1-9999 (Spark's range is wider)
+        return f"{us} microseconds since the epoch"
+    spec = "milliseconds" if us % 1000 == 0 else "microseconds"
+    return t.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def micros(t: _dt.datetime) -> int:
