@@ -263,3 +263,31 @@ def test_no_match_reads_nothing(sp, today):
     assert kts.last_read_stats(sp).total().remote_requests == 0
     assert df.where("offset < 0").count() == 0
     assert kts.last_read_stats(sp).total().remote_requests == 0
+
+
+def test_estimate_and_budget_count_the_pushed_filters(sp, today):
+    """estimate(where=...) counts what the pushed-down read fetches (in the session's time zone),
+    and cost.budget.usd refuses the unfiltered read but lets the filtered one through."""
+    opts = options(today, subscribe="orders")
+    where = f"timestamp >= '{iso(PAST_9)}' AND partition = 0"
+    whole, part = kts.estimate(sp, opts), kts.estimate(sp, opts, where=where)
+    assert PAST_9 == 1700000050391
+    assert part.where == "timestamp >= TIMESTAMP '2023-11-14T22:14:10.391Z' AND partition = 0"
+    assert (whole.gets, part.gets) == (expected_gets(today, ORDERS), expected_gets(today, [("orders", 0)], ts_ms=PAST_9))
+    budget = (whole.dollars + part.dollars) / 2
+    limited = options(today, subscribe="orders", **{"cost.budget.usd": repr(budget)})
+    sp.conf.set(PUSHDOWN, "true")
+    n = load(sp, limited).where(where).count()
+    assert n == sum(r["timestamp"] >= PAST_9 for r in fixture_expected("orders", 0, False))
+    assert kts.last_read_stats(sp).total().remote_requests == part.gets
+    sp.conf.set(PUSHDOWN, "false")
+    with pytest.raises(Exception, match="over the budget"):
+        load(sp, limited).where(where).count()
+    before = sp.conf.get("spark.sql.session.timeZone")
+    try:
+        sp.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")       # UTC+9, no DST
+        local = dt.datetime.fromtimestamp(PAST_9 / 1000, dt.timezone(dt.timedelta(hours=9)))
+        tokyo = kts.estimate(sp, opts, where=f"timestamp >= '{local:%Y-%m-%d %H:%M:%S.%f}' AND partition = 0")
+        assert tokyo.gets == part.gets and tokyo.where == part.where
+    finally:
+        sp.conf.set("spark.sql.session.timeZone", before)
