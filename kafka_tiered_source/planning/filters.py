@@ -375,19 +375,19 @@ def narrow_ranges(ranges: list, row_filter: RowFilter | None, offsets_for_times=
 
 
 def skip_segments(pieces: list, row_filter: RowFilter | None, *, read_committed: bool) -> list:
-    """A partition's located pieces without the tiered slices, after the first piece, whose
-    segment's max timestamp is known and below the filter's lower bound on ``timestamp``: none of
-    their records can match.  The first piece stays (the range already starts at the first offset
-    that can match).  read_committed keeps every piece: a reader must see each transaction
-    marker between its first offset and its last, so its ranges cannot have holes."""
+    """A partition's located pieces without the tiered slices whose segment's max timestamp is
+    known and below the filter's lower bound on ``timestamp``: none of their records can match.
+    read_committed drops only leading ones (the range then starts later, which is safe):
+    its reader must see every transaction marker between its first offset and its last, so its
+    ranges cannot have holes."""
     from .packing import SegmentSlice
     ts_ms = row_filter.timestamp_from_ms() if row_filter else None
-    if ts_ms is None or read_committed or len(pieces) < 2:
+    if ts_ms is None or not pieces:
         return pieces
-    out = [pieces[0]]
-    for p in pieces[1:]:
+    out = []
+    for p in pieces:
         top = getattr(p.segment, "max_timestamp", None) if isinstance(p, SegmentSlice) else None
-        if top is not None and top >= -1 and top < ts_ms:
+        if top is not None and -1 <= top < ts_ms and not (read_committed and out):
             log.info("%s-%d: segment %s [%d, %d] skipped: its max timestamp %d is below %d",
                      p.segment.topic, p.segment.partition, p.segment.segment_id,
                      p.segment.base_offset, p.segment.end_offset, top, ts_ms)
