@@ -3,6 +3,7 @@ under test): every record's (offset, timestamp) as Kafka's ListOffsets sees them
 records included, and the first offset at or after a timestamp."""
 from __future__ import annotations
 
+import functools
 import os
 import struct
 
@@ -29,10 +30,11 @@ def control_markers(topic: str, partition: int) -> list[tuple[int, int]]:
     return out
 
 
-def fixture_records(topic: str, partition: int) -> list[tuple[int, int]]:
+@functools.lru_cache(maxsize=None)
+def fixture_records(topic: str, partition: int) -> tuple[tuple[int, int], ...]:
     """(offset, timestamp) of every record of a fixture partition, control records included."""
     rows = [(r["offset"], r["timestamp"]) for r in fixture_expected(topic, partition, False)]
-    return sorted(rows + control_markers(topic, partition))
+    return tuple(sorted(rows + control_markers(topic, partition)))
 
 
 def first_at_or_after(records, ts_ms: int, start: int = 0) -> int:
