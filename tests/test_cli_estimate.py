@@ -209,3 +209,17 @@ def test_help_has_examples_and_the_console_script_runs(today):
     res = subprocess.run([script, "estimate", *common(today, "--json")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["partitions"]["orders-0"]["segments"] == 14
+
+
+def test_options_from_a_file_and_offline_listing(capsys, today, tmp_path):
+    path = tmp_path / "opts.json"
+    path.write_text(json.dumps({"cost.preset": "gcs-standard", "remote.storage.layout": "aiven"}))
+    code, out, _ = run(capsys, "estimate", "--topic", "orders", "--remote-storage-uri", f"file://{today.remote_dir}",
+                       "-o", f"@{path}", "-o", "kafka.isolation.level=read_committed", "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["price_model"].startswith("gcs-standard")
+    assert r["locators"] == {"listing": 2}
+    assert r["partitions"]["orders-1"]["end"] == tiered(today, "orders", 1)[-1].end_offset + 1
+    code, _, err = run(capsys, "estimate", "--topic", "orders", "-o", "novalue")
+    assert code == 2 and "expected KEY=VALUE" in err
