@@ -76,8 +76,10 @@ def cost_report(stats, model=None, **rates):
     return _report(stats, model, **rates)
 
 
-def estimate(spark=None, options=None, **kw):
+def estimate(spark=None, options=None, *, where=None, **kw):
     """Plan a read without reading data: GETs, bytes, dollars, partitions (see
-    :func:`kafka_tiered_source.cost.estimate`)."""
+    :func:`kafka_tiered_source.planning.estimate.estimate`).  ``where``: the filters the read
+    will push down (``"timestamp >= '2026-10-01' AND partition = 1"``, ...), so only what that
+    read fetches is counted."""
     from .planning.estimate import estimate as _estimate
-    return _estimate(spark, options, **kw)
+    return _estimate(spark, options, where=where, **kw)

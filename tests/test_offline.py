@@ -290,11 +290,13 @@ def test_starting_offset_below_the_first_tiered_offset(stores):
     assert plan.partitions[0].start == 1000
 
 
-def test_timestamps_are_refused_offline(stores):
-    store_opts, _ = stores["file-aiven-zstd"]
-    with pytest.raises(ConfigError, match="startingTimestamp is not supported without kafka.bootstrap") as err:
-        plan_offline(_options(store_opts, subscribe="orders", startingTimestamp="1700000000000"))
-    assert err.value.option == "startingTimestamp"
+def test_timestamps_are_resolved_offline(stores):
+    """Resolved from the time indexes (issue 16; tests/test_offline_timestamps.py compares them
+    with the broker's ListOffsets): 1700000000000 precedes every orders record."""
+    store_opts, tiered = stores["file-aiven-zstd"]
+    plan = plan_offline(_options(store_opts, subscribe="orders", startingTimestamp="1700000000000"))
+    assert [(r.partition, r.start) for r in plan.partitions] == [(0, tiered[("orders", 0)][0][0]),
+                                                                  (1, tiered[("orders", 1)][0][0])]
 
 
 def test_presigned_fetcher_offline_is_refused(tmp_path):

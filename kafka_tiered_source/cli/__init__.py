@@ -17,7 +17,8 @@ from typing import Callable
 _REGISTRY: dict[str, tuple[str, Callable]] = {}
 
 # Modules that register subcommands when imported (besides this one).
-SUBCOMMAND_MODULES: list[str] = ["kafka_tiered_source.cli.dump", "kafka_tiered_source.cli.broker"]
+SUBCOMMAND_MODULES: list[str] = ["kafka_tiered_source.cli.dump", "kafka_tiered_source.cli.broker",
+                                  "kafka_tiered_source.cli.estimate", "kafka_tiered_source.cli.segments"]
 
 
 def command(name: str, help: str):

@@ -28,9 +28,11 @@ class TaskReader:
     """Reads tasks for one query.  Picklable: it travels as its options and rebuilds its
     fetcher and broker client lazily in the process that reads."""
 
-    def __init__(self, options, metrics=None, tasks_planned: int = 1):
+    def __init__(self, options, metrics=None, tasks_planned: int = 1, row_filter=None):
         self.options = options
         self.tasks_planned = tasks_planned
+        # pushed-down filters (planning.filters.RowFilter): applied to every batch, exactly
+        self.row_filter = row_filter if row_filter else None
         if metrics is None:
             from ..metrics.reader import ReaderMetrics
             from ..quota import ReaderQuota
@@ -41,7 +43,7 @@ class TaskReader:
         self._client = None
 
     def __reduce__(self):
-        return (self.__class__, (self.options, None, self.tasks_planned))
+        return (self.__class__, (self.options, None, self.tasks_planned, self.row_filter))
 
     def finish(self, **context):
         """Report this reader's metrics (accumulator, JSON lines, KIP-714 push); see
@@ -156,7 +158,7 @@ class TaskReader:
                                          position=pos)
                     self.metrics.count(broker_equivalent_bytes=_batch_bytes(
                         memoryview(buf)[:res.consumed], r.offset_start, r.offset_end))
-                    for b in res.batches:
+                    for b in self._kept(res.batches):
                         if b.num_rows:
                             self.metrics.count(records=b.num_rows)
                             yield b
@@ -175,6 +177,12 @@ class TaskReader:
         short = (f"direct read of {seg!r} bytes [{r.byte_start}, {r.byte_end}) ended at offset "
                  f"{reached}, before {r.offset_end} (got {received} bytes)")
         return self._fallback(r, reached, KafkaTieredError(short))
+
+    def _kept(self, batches):
+        """The batches with only the rows the pushed-down filters keep."""
+        if self.row_filter is None:
+            return batches
+        return [self.row_filter.apply(b) for b in batches]
 
     def _fallback(self, r, offset: int, exc: Exception) -> int:
         if self.options.offline:
@@ -212,7 +220,7 @@ class TaskReader:
             self.metrics.count(broker_fetches=1, broker_bytes=size, broker_equivalent_bytes=size,
                                broker_throttled_s=fr.throttle_time_ms / 1000,
                                **({"fallback_bytes": size} if fallback else {}))
-            for b in res.batches:
+            for b in self._kept(res.batches):
                 if b.num_rows:
                     self.metrics.count(records=b.num_rows)
                     yield b

@@ -26,11 +26,13 @@ __all__ = ["plan", "Plan", "PartitionRange", "ReadTask", "RemoteRange", "BrokerR
            "AbortedTransaction", "PartitionTxnInfo"]
 
 
-def plan(options) -> Plan:
-    """Plan a read described by parsed options (a ``ReadOptions``)."""
+def plan(options, row_filter=None) -> Plan:
+    """Plan a read described by parsed options (a ``ReadOptions``), reading only what can
+    match ``row_filter`` (pushed-down filters, :class:`.filters.RowFilter`; the executor still
+    applies it to every row)."""
     if options.offline:
         from .offline import plan_offline
-        return plan_offline(options)
+        return plan_offline(options, row_filter)
     from ..protocol.client import BrokerClient
     from ..options import client_properties
     from ..storage.registry import create_fetcher
@@ -42,7 +44,7 @@ def plan(options) -> Plan:
     with BrokerClient(client_properties(options)) as client:
         fetcher = create_fetcher(storage) if options.fetch_remote_enabled and storage.configured else None
         try:
-            return Planner(options, client, fetcher).plan()
+            return Planner(options, client, fetcher, row_filter).plan()
         finally:
             if fetcher is not None:
                 fetcher.close()

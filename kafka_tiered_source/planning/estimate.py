@@ -29,6 +29,9 @@ class Estimate:
     broker_bytes: int         # the planner's guess for offsets still on the brokers
     model: CostModel = field(default_factory=CostModel)
     locators: dict = field(default_factory=dict)   # locator name -> partitions it served
+    # "topic-partition" -> {"gets", "bytes", "segments", "broker_bytes", "start", "end"}
+    by_partition: dict = field(default_factory=dict)
+    where: str = ""           # the pushed-down filters the plan read less with ("" = none)
 
     def __str__(self) -> str:
         return (f"{self.gets:,} GETs ({self.log_gets:,} ranged + {self.manifest_gets:,} manifests), "
@@ -36,7 +39,17 @@ class Estimate:
                 f"{self.partitions} Spark partitions, {self.remote_ranges} remote ranges, "
                 f"{self.broker_ranges} broker ranges (~{self.broker_bytes:,} bytes via brokers); "
                 f"segments located by " + (", ".join(f"{n} ({k} partitions)" for n, k in
-                                                      sorted(self.locators.items())) or "none"))
+                                                      sorted(self.locators.items())) or "none")
+                + (f"; rows where {self.where}" if self.where else ""))
+
+    def as_dict(self) -> dict:
+        """JSON-able: every count, the dollars, the price model and the per-partition figures."""
+        return {"gets": self.gets, "log_gets": self.log_gets, "manifest_gets": self.manifest_gets,
+                "bytes": self.bytes, "dollars": self.dollars, "spark_partitions": self.partitions,
+                "remote_ranges": self.remote_ranges, "broker_ranges": self.broker_ranges,
+                "broker_bytes": self.broker_bytes, "price_model": self.model.describe(),
+                "locators": dict(self.locators), "where": self.where or None,
+                "partitions": {k: dict(v) for k, v in self.by_partition.items()}}
 
 
 def estimate_plan(plan: Plan, options) -> Estimate:
@@ -46,9 +59,15 @@ def estimate_plan(plan: Plan, options) -> Estimate:
     aiven = storage.layout == "aiven"
     model = options.cost
     log_gets = nbytes = manifests = remote = broker = broker_bytes = 0
+    per = {f"{pr.topic}-{pr.partition}": {"start": pr.start, "end": pr.end, "gets": 0, "bytes": 0,
+                                           "segments": 0, "broker_bytes": 0} for pr in plan.partitions}
+    segments: set = set()
     for task in plan.tasks:
         seen = set()
         for r in task.ranges:
+            mine = per.setdefault(f"{r.topic}-{r.partition}", {"start": r.offset_start, "end": r.offset_end,
+                                                              "gets": 0, "bytes": 0, "segments": 0,
+                                                              "broker_bytes": 0})
             if isinstance(r, RemoteRange):
                 remote += 1
                 size = r.segment.size_bytes
@@ -56,18 +75,25 @@ def estimate_plan(plan: Plan, options) -> Estimate:
                 length = max(0, end - r.byte_start)
                 nbytes += length
                 log_gets += math.ceil(length / part)
+                mine["bytes"] += length
+                mine["gets"] += math.ceil(length / part)
+                if r.segment.segment_id not in segments:
+                    segments.add(r.segment.segment_id)
+                    mine["segments"] += 1
                 if aiven and r.segment.manifest_info is None and r.segment.segment_id not in seen:
                     seen.add(r.segment.segment_id)
                     manifests += 1
+                    mine["gets"] += 1
             elif isinstance(r, BrokerRange):
                 broker += 1
                 broker_bytes += r.estimated_bytes
+                mine["broker_bytes"] += r.estimated_bytes
     gets = log_gets + manifests
     locators: dict = {}
     for name in plan.locators.values():
         locators[name] = locators.get(name, 0) + 1
     return Estimate(gets, log_gets, manifests, nbytes, model.dollars(gets, nbytes), len(plan.tasks),
-                    remote, broker, broker_bytes, model, locators)
+                    remote, broker, broker_bytes, model, locators, per)
 
 
 def check_budget(estimate: Estimate) -> None:
@@ -79,15 +105,35 @@ def check_budget(estimate: Estimate) -> None:
             f"${budget:g} (option 'cost.budget.usd'); nothing was read. Estimate: {estimate}")
 
 
-def estimate(spark=None, options: dict | None = None, **kw) -> Estimate:
+def estimate(spark=None, options: dict | None = None, *, where=None, **kw) -> Estimate:
     """Plan a read without reading data and count its GETs, bytes and dollars.
 
     Options as for ``spark.read.format("kafka-tiered")``, as a dict and/or keywords
     (``estimate(spark, {"kafka.bootstrap.servers": ...}, subscribe="t")``).  ``spark`` (optional) supplies the default ``client.id`` (its application name),
-    as the registered source does.  Planning talks to the brokers (Metadata, ListOffsets,
-    location Fetches) but issues no storage GET unless segments must be split by their offset
-    index (``minPartitions``, ``maxRecordsPerPartition``, or segments above
-    ``partition.target.bytes``; Aiven: with the split segments' manifests)."""
+    as the registered source does, and the time zone of zone-less times in ``where``.
+
+    ``where``: the filters the read's ``.where()`` would push down, so the estimate (and the
+    ``cost.budget.usd`` check) counts only what that read fetches: a SQL condition such as
+    ``"timestamp >= '2026-10-01' AND partition IN (0, 1)"``, a list of Spark filter objects or
+    of ``(column, op, value)`` tuples (every form: :mod:`kafka_tiered_source.planning.where`).
+    Nothing is derived from a DataFrame: give the condition you will filter with."""
+    from dataclasses import replace
+    from .where import parse_where
+    zone = "UTC"
+    if spark is not None and where is not None:
+        zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    row_filter = parse_where(where, time_zone=zone)
+    est = _estimate(spark, options, row_filter, **kw)
+    return replace(est, where=str(row_filter)) if row_filter else est
+
+
+def _estimate(spark, options, row_filter, **kw) -> Estimate:
+    """The planning part of :func:`estimate`.  Planning talks to the brokers (Metadata, ListOffsets,
+    location Fetches) but issues few storage GETs: the offset index of segments that must be
+    split (``minPartitions``, ``maxRecordsPerPartition``, segments above
+    ``partition.target.bytes``) or that a range starts inside (Aiven: with their manifests),
+    and, offline, what finding offsets for timestamps reads (a time index, an offset index and
+    a few KiB of log per partition).  Those are not counted in the estimate."""
     from ..options import ReadOptions
     from . import plan
     opts = dict(options or {})
@@ -95,4 +141,4 @@ def estimate(spark=None, options: dict | None = None, **kw) -> Estimate:
     if spark is not None and not any(str(k).lower() in ("client.id", "kafka.client.id") for k in opts):
         opts["client.id"] = spark.sparkContext.appName
     read_options = ReadOptions.parse(opts)
-    return estimate_plan(plan(read_options), read_options)
+    return estimate_plan(plan(read_options, row_filter), read_options)

@@ -186,9 +186,11 @@ class StoreListing:
         if isinstance(meta, dict) and isinstance(meta.get("endOffset"), int) \
                 and not isinstance(meta.get("endOffset"), bool) and meta["endOffset"] >= base:
             end = meta["endOffset"]
+        top = meta.get("maxTimestampMs") if isinstance(meta, dict) else None
         # What the reader needs of the manifest travels with the tasks: no executor GETs it again.
         return replace(_with_end(seg, end, m.chunk_index.original_file_size),
-                       manifest_info=aiven.ManifestInfo.of(m))
+                       manifest_info=aiven.ManifestInfo.of(m),
+                       max_timestamp=top if isinstance(top, int) and not isinstance(top, bool) else None)
 
     def offset_index(self, seg: RemoteSegment) -> bytes:
         if seg.segment_id not in self._indexes:
@@ -219,11 +221,13 @@ class StoreListing:
         return last
 
 
-    def _checkpoints(self, seg: RemoteSegment) -> tuple:
+    def _checkpoints(self, seg: RemoteSegment, first: int | None = None) -> tuple:
         o = self.options
         wants_split = ((seg.size_bytes or 0) > o.partition_target_bytes or o.min_partitions
                        or o.max_records_per_partition)
-        return index_checkpoints(seg, self._index_entries(seg)) if wants_split else ()
+        # a read that starts inside the segment starts at the index entry before its offset
+        mid = first is not None and first > seg.base_offset
+        return index_checkpoints(seg, self._index_entries(seg)) if wants_split or mid else ()
 
     # -- transactions --------------------------------------------------------------------------
     def aborted_entries(self, tp: TieredPartition) -> list[AbortedTxn]:
@@ -291,7 +295,7 @@ class StoreListing:
         for seg in tp.segments:
             first, end = max(pr.start, seg.base_offset), min(pr.end, seg.end_offset + 1)
             if first < end:
-                pieces.append(SegmentSlice(seg, first, end, self._checkpoints(seg)))
+                pieces.append(SegmentSlice(seg, first, end, self._checkpoints(seg, first)))
         entries = self._aborted.get((pr.topic, pr.partition), ())
         return Located(pieces, lambda topic, p, first, end, _: aborted_in(entries, first, end))
 

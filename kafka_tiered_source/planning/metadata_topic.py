@@ -63,7 +63,7 @@ class TieredCopy:
         return RemoteSegment(topic=self.topic, topic_id=self.topic_id, partition=self.partition,
                              segment_id=self.segment_id, base_offset=self.start_offset,
                              end_offset=self.end_offset, size_bytes=self.size_bytes,
-                             custom_metadata=self.custom_metadata)
+                             custom_metadata=self.custom_metadata, max_timestamp=self.max_timestamp_ms)
 
 
 @dataclass

@@ -45,7 +45,10 @@ What cannot be known offline, and what is done about it:
   ever aborted).  ``latest`` is that offset; an ``endingOffsets`` past it is an error naming the
   producer and the transaction's first offset.
 * **Timestamps.**  ``startingTimestamp`` / ``endingTimestamp`` / ``*OffsetsByTimestamp`` are
-  refused offline (by option name); they need ListOffsets.
+  resolved as ListOffsets would resolve them, from the tiered segments' max timestamps and
+  time indexes (:mod:`.timestamps`).  A timestamp past every tiered record finds nothing, as
+  ListOffsets finds nothing past the log: a starting one follows
+  ``startingOffsetsByTimestampStrategy``, an ending one ends at the offline ``latest``.
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ import logging
 from ..errors import ConfigError, OfflinePlanningError
 from ..model import Assign, SubscribePattern
 from .bounds import TIERED, check_range, resolve_bounds
+from .filters import narrow_ranges, restrict_partitions, skip_segments
 from .listing import StoreListing
 from .packing import PartitionWork, plan_read_tasks
 from .plan import PartitionRange, Plan
@@ -67,9 +71,12 @@ _SHOWN_TOPICS = 20
 class OfflinePlanner:
     """Plans a read from remote storage alone.  ``fetcher`` must be able to list objects."""
 
-    def __init__(self, options, fetcher):
+    def __init__(self, options, fetcher, row_filter=None):
         self.options = options
+        self.row_filter = row_filter
         self.listing = StoreListing(options, fetcher)
+        self._tiered: dict = {}
+        self._latest: dict = {}
 
     # -- topics and partitions -----------------------------------------------------------------
     def topic_partitions(self, catalog: dict) -> list[tuple[str, int, str]]:
@@ -121,7 +128,7 @@ class OfflinePlanner:
     def plan(self) -> Plan:
         listing = self.listing
         catalog = listing.catalog()
-        tps = self.topic_partitions(catalog)
+        tps = restrict_partitions(self.topic_partitions(catalog), self.row_filter)
         committed = self.options.read_committed
         tiered, latest, why = {}, {}, {}
         for topic, p, tid in tps:
@@ -141,19 +148,24 @@ class OfflinePlanner:
                                 first, why[key])
         keys = list(tiered)
         earliest = {k: tp.earliest for k, tp in tiered.items()}
-        bounds = resolve_bounds(self.options, keys, earliest, latest, offsets_for_times=None)
+        self._tiered, self._latest = tiered, latest
+        bounds = resolve_bounds(self.options, keys, earliest, latest,
+                                offsets_for_times=self.offsets_for_times)
         ranges, works, located = [], [], {}
         segments = 0
         for key, tp in tiered.items():
             s, e = check_range(f"{tp.topic}-{tp.partition}", *bounds[key], tp.earliest, latest[key],
                                limits=TIERED, fail_on_data_loss=self.options.fail_on_data_loss,
                                why=why[key])
-            pr = PartitionRange(tp.topic, tp.partition, tp.topic_id, s, e, tp.earliest, latest[key])
-            ranges.append(pr)
+            ranges.append(PartitionRange(tp.topic, tp.partition, tp.topic_id, s, e, tp.earliest, latest[key]))
+        ranges = narrow_ranges(ranges, self.row_filter, offsets_for_times=self.offsets_for_times)
+        for pr in ranges:
+            key = (pr.topic, pr.partition)
             loc = located[key] = listing.locate(pr)
+            loc.pieces = skip_segments(loc.pieces, self.row_filter, read_committed=committed)
             segments += loc.segments
             if loc.pieces:
-                works.append(PartitionWork(tp.topic, tp.partition, tp.topic_id, tuple(loc.pieces)))
+                works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(loc.pieces)))
         o = self.options
         tasks = plan_read_tasks(works, target_bytes=o.partition_target_bytes,
                                 min_partitions=o.min_partitions,
@@ -167,7 +179,23 @@ class OfflinePlanner:
                     dict.fromkeys(keys, listing.name))
 
 
-def plan_offline(options) -> Plan:
+    def offsets_for_times(self, stamps: dict) -> dict:
+        """ListOffsets for timestamps over the tiered segments (:mod:`.timestamps`):
+        ``{(topic, partition): ms}`` -> ``{(topic, partition): offset}``, -1 where no readable
+        tiered record has a timestamp at or after it (read_committed: none before the offline
+        end of the stable range, as a broker answers none at or past the LSO)."""
+        from .timestamps import TimestampSearch
+        search = TimestampSearch(self.listing.fetcher, self.listing.offset_index)
+        keys = list(stamps)
+
+        def one(key):
+            tp = self._tiered[key]
+            off = search.offset_for(tp.segments, stamps[key], tp.earliest)[0]
+            return off if off < self._latest[key] else -1
+        return dict(zip(keys, self.listing._map(one, keys)))
+
+
+def plan_offline(options, row_filter=None) -> Plan:
     """Plan a read from remote storage alone (``options.offline``)."""
     from ..storage.registry import create_fetcher
     fetcher = create_fetcher(options.storage)
@@ -177,6 +205,6 @@ def plan_offline(options) -> Plan:
                           f"offline planning needs; use an ObjectStoreFetcher subclass",
                           option="remote.storage.fetcher.class")
     try:
-        return OfflinePlanner(options, fetcher).plan()
+        return OfflinePlanner(options, fetcher, row_filter).plan()
     finally:
         fetcher.close()

@@ -36,6 +36,7 @@ from ..storage.indexes import parse_offset_index
 from ..storage.protocols import SegmentCatalog
 from ..storage.segment import RemoteSegment
 from .bounds import BROKER, check_range, resolve_bounds
+from .filters import narrow_ranges, restrict_partitions, skip_segments
 from .kip1248 import Kip1248Locator
 from .listing import ListingLocator
 from .locate import Located, broker_tail, no_aborted
@@ -52,10 +53,12 @@ class Planner:
     """Plans one batch read.  ``client`` is a :class:`BrokerClient`; ``fetcher`` a
     :class:`RemoteStorageFetcher`, used only to read the offset index of segments that must be
     split (None: segments are never split below whole-segment granularity) and, Aiven, the
-    manifests the tasks are handed (step 5)."""
+    manifests the tasks are handed (step 5).  ``row_filter`` (pushed-down filters,
+    :mod:`.filters`) restricts the partitions, narrows the ranges and skips segments."""
 
-    def __init__(self, options, client, fetcher: SegmentCatalog | None = None):
+    def __init__(self, options, client, fetcher: SegmentCatalog | None = None, row_filter=None):
         self.options = options
+        self.row_filter = row_filter
         self.client = client
         self.fetcher = fetcher
         self.iso = 1 if options.read_committed else 0
@@ -125,6 +128,7 @@ class Planner:
         return out
 
     def partition_ranges(self, tps) -> list[PartitionRange]:
+        tps = restrict_partitions(tps, self.row_filter)
         keys = [(topic, p) for topic, p, _ in tps]
         earliest = self._list(dict.fromkeys(keys, EARLIEST))
         latest = self._list(dict.fromkeys(keys, LATEST))
@@ -136,7 +140,8 @@ class Planner:
                                limits=BROKER, fail_on_data_loss=self.options.fail_on_data_loss)
             out.append(PartitionRange(topic, p, uuid_to_str(bytes(tid)), s, e, earliest[key],
                                       latest[key]))
-        return out
+        # pushed-down filters: after Spark's checks, which hold for the options as given
+        return narrow_ranges(out, self.row_filter, offsets_for_times=self._list)
 
     # -- 3. where the offsets live -------------------------------------------------------------
     def _checkpoints(self, piece: SegmentSlice) -> SegmentSlice:
@@ -283,6 +288,7 @@ class Planner:
             key = (pr.topic, pr.partition)
             loc = (self._checked_kip1248(pr, walked[key]) if key in walked
                    else self._located_by(pr, names[key]))
+            loc.pieces = skip_segments(loc.pieces, self.row_filter, read_committed=self.options.read_committed)
             located[key] = loc
             segments += loc.segments
             locators[key] = names[key] if loc.segments else "broker"

@@ -66,7 +66,11 @@ class KafkaTieredDataSource(DataSource):
     def reader(self, schema) -> "KafkaTieredReader":
         for name in self.read_options.ignored:
             log_ignored(name)
-        return KafkaTieredReader(self.read_options, self._kts_accumulator, self._kts_app_id)
+        # Filter pushdown only where Spark has it on: it refuses a reader with pushFilters
+        # otherwise (spark/pushdown.py says how the setting is known here)
+        from .pushdown import KafkaTieredPushdownReader, pushdown_enabled
+        cls = KafkaTieredPushdownReader if pushdown_enabled() else KafkaTieredReader
+        return cls(self.read_options, self._kts_accumulator, self._kts_app_id)
 
     def streamReader(self, schema):
         from .stream import KafkaTieredStreamReader
@@ -101,23 +105,25 @@ class KafkaTieredReader(DataSourceReader):
         return read_partition(self.options, partition, self.accumulator, self.app_id)
 
 
-def plan_partitions(options: ReadOptions) -> list:
+def plan_partitions(options: ReadOptions, row_filter=None) -> list:
     """Plan a read (a batch, or one micro-batch) into Spark partitions, refusing it before any
-    GET when its estimate is over ``cost.budget.usd``."""
+    GET when its estimate (of what the pushed-down ``row_filter`` leaves) is over
+    ``cost.budget.usd``."""
     import uuid
     from ..planning import ReadTask, plan
     from ..planning.estimate import check_budget, estimate_plan
-    planned = plan(options)
+    planned = plan(options, row_filter)
     check_budget(estimate_plan(planned, options))
     tasks = planned.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
     read_id = uuid.uuid4().hex
     return [TaskPartition(t, read_id, len(tasks)) for t in tasks]
 
 
-def read_partition(options: ReadOptions, partition, accumulator=None, app_id=None):
-    """Run one planned task (executor side) and report its metrics."""
+def read_partition(options: ReadOptions, partition, accumulator=None, app_id=None, row_filter=None):
+    """Run one planned task (executor side), keeping the rows ``row_filter`` (pushed-down
+    filters) keeps, and report its metrics."""
     from ..executor import TaskReader
-    reader = TaskReader(options, tasks_planned=partition.tasks_planned)
+    reader = TaskReader(options, tasks_planned=partition.tasks_planned, row_filter=row_filter)
     try:
         yield from reader.read(partition.task)
     finally:

@@ -30,6 +30,9 @@ class RemoteSegment:
     storage_format: str = "ApacheKafkaV1"
     # Aiven layout: what the planner learnt from the manifest; None: the reader GETs it.
     manifest_info: ManifestInfo | None = field(default=None, compare=False)
+    # The largest record timestamp (ms) in the segment, when the locator learnt it (the metadata
+    # topic, an Aiven manifest); None: unknown.  Pushed-down timestamp filters skip by it.
+    max_timestamp: int | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:   # the presigned URL's signature must never show
         return (f"RemoteSegment(topic={self.topic!r}, partition={self.partition}, "

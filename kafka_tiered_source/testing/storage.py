@@ -554,14 +554,12 @@ class BrokerStorage:
 
 
 def record_timestamps(batch: bytes):
-    """(offset, timestamp ms) of every data record of one batch (any codec), with the project's
-    own decoder (LogAppendTime batches give the batch's max timestamp, as Kafka does)."""
-    from ..records import decode
-    table = decode(batch, include_headers=False, verify_crc=False)
-    offsets = table.column("offset").to_pylist()
-    stamps = table.column("timestamp").cast("int64").to_pylist()   # microseconds
-    for offset, ts in zip(offsets, stamps):
-        yield offset, ts // 1000
+    """(offset, timestamp ms) of every record of one batch (any codec), control records included:
+    Kafka's timestamp search iterates a control batch's record like any other
+    (``FileRecords.searchForTimestamp``), so a marker can be ListOffsets' answer.  LogAppendTime
+    batches give the batch's max timestamp, as Kafka does."""
+    from ..records.timestamps import record_timestamps as _stamps
+    yield from _stamps(batch)
 
 
 __all__ = [
