@@ -43,6 +43,10 @@ def pushdown_enabled() -> bool:
         if module == _PLAN_WORKER and "enable_pushdown" in frame.f_locals:
             return bool(frame.f_locals["enable_pushdown"])
         frame = frame.f_back
+    # Not silent: a later Spark that moves these makes every read filter row by row in Spark.
+    log.info("kafka-tiered: cannot tell whether Spark pushes filters down here (called outside "
+             "%s and %s); reading without pushdown, Spark filters every row", _PUSHDOWN_WORKER,
+             _PLAN_WORKER)
     return False
 
 
