@@ -103,12 +103,15 @@ class KafkaTieredReader(DataSourceReader):
 
 def plan_partitions(options: ReadOptions) -> list:
     """Plan a read (a batch, or one micro-batch) into Spark partitions, refusing it before any
-    GET when its estimate is over ``cost.budget.usd``."""
+    GET when its estimate is over ``cost.budget.usd``, and before any task when remote storage
+    cannot be read (one cheap request, :mod:`~kafka_tiered_source.planning.preflight`)."""
     import uuid
     from ..planning import ReadTask, plan
     from ..planning.estimate import check_budget, estimate_plan
+    from ..planning.preflight import preflight
     planned = plan(options)
     check_budget(estimate_plan(planned, options))
+    preflight(planned, options)
     tasks = planned.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
     read_id = uuid.uuid4().hex
     return [TaskPartition(t, read_id, len(tasks)) for t in tasks]
