@@ -118,9 +118,14 @@ def put_segment(backend, data: bytes, *, layout="aiven", compression=False, chun
     opts["remote.storage.layout"] = layout
     if layout == "aiven":
         wp = prefix
-        enc = aiven_writer.SegmentEncryption.new(key_id, key_file(key_id)) if key_id else None
-        log_obj, ci = aiven_writer.transform_chunks(data, chunk_size, compression, enc)
-        blob, si = aiven_writer.build_indexes(b"O" * 16, b"T" * 24, b"P" * 5, b"0\n1\n0 0\n", b"X" * 34, enc)
+        while True:
+            enc = aiven_writer.SegmentEncryption.new(key_id, key_file(key_id)) if key_id else None
+            log_obj, ci = aiven_writer.transform_chunks(data, chunk_size, compression, enc)
+            blob, si = aiven_writer.build_indexes(b"O" * 16, b"T" * 24, b"P" * 5, b"0\n1\n0 0\n", b"X" * 34, enc)
+            # gcp-storage-emulator drops a trailing carriage return of an upload; random
+            # (encrypted) objects may end with one, so draw again rather than trip on it
+            if not (backend.name == "gcs" and (log_obj.endswith(b"\r") or blob.endswith(b"\r"))):
+                break
         manifest = aiven.SegmentManifest(ci, si, compression, enc.metadata if enc else None)
         if key_id:
             opts["remote.storage.aiven.encryption.key.pairs"] = f"{key_id}=file:{key_file(key_id)}"

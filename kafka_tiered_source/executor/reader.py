@@ -118,7 +118,6 @@ class TaskReader:
                     i, index = index, index + 1
                     if key in broker_only:
                         prefetch.skip(i)
-                        self.metrics.fell_back(FOLLOW_ON)
                 else:
                     i = None
                 if i is not None and key not in broker_only:
@@ -279,7 +278,6 @@ class TaskReader:
 
 ALWAYS = "fetch.remote.fallback=always"
 SHORT_READ = "short read: the object held fewer bytes than planned"
-FOLLOW_ON = "the rest of a partition whose direct read had failed"
 
 
 def fallback_reason(exc: Exception) -> str:
