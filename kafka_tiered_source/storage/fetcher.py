@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 
 
 
+# Bytes a transformed chunk may exceed its share of a part by (AES-GCM's IV and tag).
+CHUNK_SLACK = 28
+
 # Error classes a retry may cure.  Timeouts are deliberately absent: a slow store is better
 # left to the broker fallback than waited on again.
 RETRIABLE = (RemoteThrottled, RemoteServerError, RemoteConnectionError)
@@ -466,7 +469,9 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         chunks = ci.chunks_for_range(start, ci.original_file_size if end is None else end)
         parts, run, run_bytes = [], [], 0
         for ch in chunks:
-            if run and run_bytes + ch.transformed_size > size:
+            # an encrypted chunk is 28 bytes (IV, tag) longer than what it holds: two 4 MiB
+            # chunks still make one 8 MiB part
+            if run and run_bytes + ch.transformed_size > size + CHUNK_SLACK * (len(run) + 1):
                 parts.append(self._chunk_part(run))
                 run, run_bytes = [], 0
             run.append(ch)
@@ -495,8 +500,10 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
                 raise truncated(plan.cipher, part.chunks, part.obj_start + len(data), message, location,
                                 self.backend)
             raise SegmentFormatError(message, location=location, backend=self.backend)
-        out = bytearray(part.orig_len)
         mv = memoryview(data)
+        if len(part.chunks) == 1 and plan.cipher is not None:   # its plaintext is the part: no copy
+            return plan.cipher.open_chunk(mv, part.chunks[0], plan.compression, location, self.backend)
+        out = bytearray(part.orig_len)
         pos = 0
         for ch in part.chunks:
             rel = ch.transformed_position - part.obj_start
