@@ -33,8 +33,6 @@ from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.spark.datasource import plan_partitions
 from kafka_tiered_source.testing import EmbeddedCluster
 
-pytestmark = [pytest.mark.decoder]
-
 TOPIC, PART = "orders", 1
 FAST = {"fetch.remote.retry.backoff.ms": "5", "fetch.remote.retry.backoff.max.ms": "20",
         "fetch.remote.retry.max.attempts": "2"}
@@ -192,6 +190,7 @@ def run(cluster, **extra):
     return options, planned
 
 
+@pytest.mark.decoder
 def test_auto_falls_back_per_range_and_counts_why(cluster):
     cluster.proxy.reset()
     options, planned = run(cluster)
@@ -221,6 +220,7 @@ def test_never_fails_the_task_instead(cluster):
     cluster.proxy.reset()
 
 
+@pytest.mark.decoder
 def test_always_reads_through_the_brokers_without_a_get(cluster):
     cluster.proxy.reset()
     options, planned = run(cluster, **{"fetch.remote.fallback": "always"})
