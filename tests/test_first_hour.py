@@ -73,8 +73,9 @@ def test_each_read_carries_a_job_description_spark_records(fixture_cluster, spar
         assert reader.load().count() > 0
     finally:
         sc.setJobDescription(None)
-    jobs = sc._jsc.sc().statusStore().jobsList(None)
-    described = [jobs.get(i).description().get() for i in range(jobs.size()) if jobs.get(i).description().isDefined()]
+    jobs = sc._jsc.sc().statusStore().jobsList(None)          # a Scala Seq of JobData
+    described = [jobs.apply(i).description().get() for i in range(jobs.length())
+                 if jobs.apply(i).description().isDefined()]
     assert text in described, described[-5:]
 
 

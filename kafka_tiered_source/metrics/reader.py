@@ -287,6 +287,13 @@ class ReaderMetrics:
             for name, delta in deltas.items():
                 setattr(s, name, getattr(s, name) + delta)
 
+    def absorb(self, totals: "ReadTotals") -> None:
+        """Count what ``totals`` hold as this reader's (the driver's storage check, made before
+        any task, travels with the first task)."""
+        with self._lock:
+            for tags, s in totals.by_tags.items():
+                self._totals.stats(tags).add(s)
+
     def fell_back(self, reason: str) -> None:
         """One range went through the brokers instead, for ``reason``."""
         with self._lock:

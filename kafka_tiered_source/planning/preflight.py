@@ -6,7 +6,10 @@ tasks, fail every direct read, and quietly move the whole backfill through the b
 very traffic the project exists to avoid.  :func:`preflight` makes one cheap request against a
 planned object, as the executors will (same fetcher, same options): the Aiven manifest of the
 first planned segment (and, when it is encrypted, opens its data key), or one byte of the first
-planned range in the other layouts.  A failure that will not heal raises
+planned range in the other layouts — unless planning read a manifest already, which proves as
+much (an encrypted one still has its data key opened).  The manifest the check reads is handed
+to the tasks, so it is not read twice; the check's GET, made by the driver, is not in the tasks'
+totals.  A failure that will not heal raises
 :class:`~kafka_tiered_source.errors.StoragePreflightError`, naming the backend, the object, the
 reason and the two ways on.  A fault that may pass (throttling, 5xx, a slow answer) is logged and
 left to the readers' per-range fallback.  A missing object may be retention at work: the next
@@ -55,11 +58,29 @@ def probe(fetcher, segment, byte_start: int) -> None:
     fetcher.fetch_log_segment(segment, byte_start, byte_start + 1)
 
 
-def preflight(planned, options, fetcher=None) -> None:
+def preflight(planned, options, fetcher=None, observer=None) -> list:
     """Check storage access for a plan (see the module doc); raises
-    :class:`StoragePreflightError` when direct reads cannot work."""
+    :class:`StoragePreflightError` when direct reads cannot work.  Returns the plan's tasks,
+    with the manifest the check read attached to its segment (so no executor GETs it again).
+
+    No GET at all when planning itself read a manifest with these options (a segment carries
+    ``manifest_info``): storage answered; an encrypted one still has its data key opened.
+    ``observer``: a :class:`~kafka_tiered_source.metrics.reader.ReaderMetrics` the check's GETs
+    are counted in (scoped to the partition of the segment tried), so they can join the read's
+    totals."""
+    tasks = planned.tasks
     if not options.fetch_remote_enabled or options.fetch_remote_fallback == "always":
-        return
+        return tasks
+    read = next((r.segment for r in planned.remote_ranges if r.segment.manifest_info is not None), None)
+    if read is not None:
+        info = read.manifest_info
+        if info.encryption is not None:
+            with _fetcher(options, fetcher, observer) as f:
+                try:
+                    f.cipher(info.encryption, None)
+                except SegmentDecryptionError as exc:
+                    raise _fail(exc, f"cannot open segments of key pair {exc.key_id!r}") from None
+        return tasks
     seen, candidates = set(), []
     for r in planned.remote_ranges:
         key = (r.topic, r.partition, r.segment.segment_id)
@@ -69,18 +90,15 @@ def preflight(planned, options, fetcher=None) -> None:
         if len(candidates) >= MAX_PROBES:
             break
     if not candidates:
-        return
-    own = fetcher is None
-    if own:
-        from ..storage.registry import create_fetcher
-        storage = options.storage
-        fetcher = create_fetcher(storage if storage.configured else storage.replace(fetcher="presigned"))
+        return tasks
     missing = []
-    try:
+    with _fetcher(options, fetcher, observer) as fetcher:
         for r in candidates:
+            if observer is not None:
+                observer.scope(r.topic, r.partition)
             try:
                 probe(fetcher, r.segment, r.byte_start)
-                return
+                return _with_manifest(tasks, r.segment, fetcher)
             except SegmentDecryptionError as exc:
                 raise _fail(exc, f"cannot open segments of key pair {exc.key_id!r}") from None
             except RemoteAccessDenied as exc:
@@ -91,7 +109,7 @@ def preflight(planned, options, fetcher=None) -> None:
                 if _reason(exc).startswith("connect"):
                     raise _fail(exc, "unreachable") from None
                 log.warning("remote storage answered slowly before the read (%s); going on", exc)
-                return
+                return tasks
             except RemoteObjectNotFound as exc:
                 if any(m.lower() in str(exc).lower() for m in _BUCKET_GONE):
                     raise _fail(exc, "no such bucket or container") from None
@@ -99,10 +117,44 @@ def preflight(planned, options, fetcher=None) -> None:
             except RemoteStorageError as exc:   # throttled, 5xx, an odd manifest: may pass
                 log.warning("remote storage check before the read hit %s; going on, the readers fall "
                             "back per range (fetch.remote.fallback=%s)", exc, options.fetch_remote_fallback)
-                return
+                return tasks
         exc = missing[-1]
         raise _fail(exc, f"not found, nor any of the {len(missing)} planned segments tried (a wrong "
                          f"remote.storage.prefix or layout?)") from None
-    finally:
-        if own:
-            fetcher.close()
+
+
+class _fetcher:
+    """The given fetcher, or one of the executors' kind made (and closed) here."""
+
+    def __init__(self, options, fetcher, observer=None):
+        self.given, self.options, self.observer, self.own = fetcher, options, observer, None
+
+    def __enter__(self):
+        if self.given is not None:
+            return self.given
+        from ..storage.registry import create_fetcher
+        storage = self.options.storage
+        self.own = create_fetcher(storage if storage.configured else storage.replace(fetcher="presigned"),
+                                  observer=self.observer)
+        return self.own
+
+    def __exit__(self, *exc):
+        if self.own is not None:
+            self.own.close()
+
+
+def _with_manifest(tasks: list, segment, fetcher) -> list:
+    """``tasks`` with the manifest the check read attached to ``segment`` wherever it is read."""
+    from dataclasses import replace
+
+    from ..storage import aiven
+    from .tasks import ReadTask, RemoteRange
+    manifest = fetcher.cached_manifest(segment)
+    info = aiven.ManifestInfo.of(manifest) if manifest is not None else None
+    if info is None:
+        return tasks
+    moved = replace(segment, manifest_info=info)
+    key = (segment.topic, segment.partition, segment.segment_id)
+    return [ReadTask(t.index, tuple(replace(r, segment=moved)
+                                    if isinstance(r, RemoteRange) and (r.topic, r.partition, r.segment.segment_id) == key
+                                    else r for r in t.ranges), t.txn) for t in tasks]

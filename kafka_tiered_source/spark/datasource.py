@@ -80,12 +80,14 @@ class TaskPartition(InputPartition):
     task: object
     read_id: str | None = None      # one id per planning (per Spark action), for metrics
     tasks_planned: int = 1          # job-level quotas are split over this many tasks
+    driver_totals: object = None    # the driver's storage check's GETs (first partition only)
 
-    def __init__(self, task, read_id=None, tasks_planned=1):
+    def __init__(self, task, read_id=None, tasks_planned=1, driver_totals=None):
         object.__setattr__(self, "task", task)
         object.__setattr__(self, "value", task.index)
         object.__setattr__(self, "read_id", read_id)
         object.__setattr__(self, "tasks_planned", tasks_planned)
+        object.__setattr__(self, "driver_totals", driver_totals)
 
 
 class KafkaTieredReader(DataSourceReader):
@@ -109,18 +111,25 @@ def plan_partitions(options: ReadOptions) -> list:
     from ..planning import ReadTask, plan
     from ..planning.estimate import check_budget, estimate_plan
     from ..planning.preflight import preflight
+    from ..executor.reader import _backend_name
+    from ..metrics.reader import ReaderMetrics, ReadTotals
     planned = plan(options)
     check_budget(estimate_plan(planned, options))
-    preflight(planned, options)
-    tasks = planned.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
+    checked = ReaderMetrics(options.client_id, _backend_name(options))
+    tasks = preflight(planned, options, observer=checked) or [ReadTask(0, ())]   # Spark wants one at least
+    # the check's GETs join the read's totals through the first task (every GET is accounted)
+    carried = ReadTotals(checked.snapshot().by_tags)
     read_id = uuid.uuid4().hex
-    return [TaskPartition(t, read_id, len(tasks)) for t in tasks]
+    return [TaskPartition(t, read_id, len(tasks), carried if i == 0 and carried.by_tags else None)
+            for i, t in enumerate(tasks)]
 
 
 def read_partition(options: ReadOptions, partition, accumulator=None, app_id=None):
     """Run one planned task (executor side) and report its metrics."""
     from ..executor import TaskReader
     reader = TaskReader(options, tasks_planned=partition.tasks_planned)
+    if getattr(partition, "driver_totals", None) is not None:
+        reader.metrics.absorb(partition.driver_totals)
     try:
         yield from reader.read(partition.task)
     finally:
