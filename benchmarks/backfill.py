@@ -59,7 +59,8 @@ BUCKET = "tiered"
 ACCESS_KEY, SECRET_KEY = "bench-access-key", "bench-secret-key"
 MIB = 1 << 20
 TIB = 1 << 40
-PART_SIZE = 8 * MIB          # the reader's default fetch.remote.part.size.bytes
+PART_SIZE = 16 * MIB         # the reader's default fetch.remote.part.size.bytes
+GET_TARGET = 8 * MIB         # the target: at least this much read per GET, counting every GET
 KEY_BYTES = 16
 CODECS = {0: ("zstd", 4), 1: ("lz4", 3)}   # partition parity -> (name, kafka-python codec id)
 WAYS = ("direct", "broker", "direct-file", "direct-encrypted", "direct-file-encrypted", "direct-today",
@@ -464,7 +465,7 @@ def measure(name, cores, size, facts, run, broker: Broker, store: ObjectStore) -
 
 
 def get_bound(options: dict) -> int:
-    """The fewest GETs that can read the plan's remote ranges in parts of 8 MiB."""
+    """The fewest GETs that can read the plan's remote ranges in parts of the reader's size."""
     from kafka_tiered_source import planning
     from kafka_tiered_source.options import ReadOptions
     plan = planning.plan(ReadOptions.parse(options))
@@ -485,12 +486,17 @@ def evaluate(result: dict) -> list[dict]:
         b = next((r for r in rows if r["way"] == "broker" and r["cores"] == cores and r["size"] == big), None)
         f = next((r for r in rows if r["way"] == "direct-file" and r["cores"] == cores and r["size"] == big), None)
         if d and b:
-            ratio = d["wall_s"] / b["wall_s"]
-            extra = (f"; direct from file:// with no store latency at all: {f['wall_s']:.1f} s = "
-                     f"{f['wall_s'] / b['wall_s']:.2f}x" if f else "")
-            targets.append({"target": f"direct <= 1/2 the wall time of broker-mediated, local[{cores}], {big}x",
-                            "measured": f"{d['wall_s']:.1f} s vs {b['wall_s']:.1f} s = {ratio:.2f}x{extra}",
-                            "met": ratio <= 0.5})
+            speedup = b["wall_s"] / d["wall_s"]
+            targets.append({"target": f"direct >= 5x broker-mediated, local[{cores}], {big}x",
+                            "measured": f"{d['wall_s']:.2f} s vs {b['wall_s']:.2f} s = {speedup:.2f}x",
+                            "met": speedup >= 5})
+        if d and f:
+            share = f["wall_s"] / d["wall_s"]
+            targets.append({"target": f"latency hidden: direct through the store >= 0.8 of the same read from "
+                                      f"file://, local[{cores}], {big}x",
+                            "measured": f"{f['wall_s']:.2f} s from file://, {d['wall_s']:.2f} s through the "
+                                        f"store = {share:.2f}",
+                            "met": share >= 0.8})
     for cores in sorted({r["cores"] for r in rows if r["way"] == "transport-direct"}):
         d = next(r for r in rows if r["way"] == "transport-direct" and r["cores"] == cores)
         b = next((r for r in rows if r["way"] == "transport-broker" and r["cores"] == cores), None)
@@ -515,20 +521,20 @@ def evaluate(result: dict) -> list[dict]:
         read = sum(r["get_response_bytes"] for r in direct)
         bound = sum(r["get_bound"] for r in direct)
         log_bytes = sum(r["log_bytes"] for r in direct)
-        targets.append({"target": "at most one GET per 8 MiB read (direct), segment data",
+        targets.append({"target": "no more GETs of segment data than parts of the planned ranges",
                         "measured": f"{log_gets} GETs of .log objects for {log_bytes / MIB:.0f} MiB of segments = "
                                     f"{log_bytes / max(log_gets, 1) / MIB:.2f} MiB/GET; the fewest that can "
-                                    f"cover the planned ranges in 8 MiB parts: {bound}",
+                                    f"cover the planned ranges in {PART_SIZE // MIB} MiB parts: {bound}",
                         "met": log_gets <= bound})
         other = {}
         for r in direct:
             for k, v in r["by_kind"].items():
                 if k != "GET .log":
                     other[k] = other.get(k, 0) + v
-        targets.append({"target": "at most one GET per 8 MiB read (direct), every GET",
+        targets.append({"target": f">= {GET_TARGET // MIB} MiB per GET (direct), counting every GET",
                         "measured": f"{gets} GETs for {read / MIB:.0f} MiB = {read / max(gets, 1) / MIB:.2f} MiB/GET "
                                     f"(besides the .log GETs: {', '.join(f'{v} {k}' for k, v in sorted(other.items()))})",
-                        "met": read / max(gets, 1) >= PART_SIZE})
+                        "met": read / max(gets, 1) >= GET_TARGET})
     return targets
 
 

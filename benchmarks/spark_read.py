@@ -3,10 +3,12 @@ ceiling measured in the same run.
 
     python -m benchmarks.spark_read [--records N] [--size BYTES] [--partitions P] [--repeat R]
 
-Data: ``--records`` uncompressed records (16-byte keys, ``--size``-byte values, no headers),
-spread over ``--partitions`` partitions of one topic in the embedded broker, written as
-producer-shaped v2 batches (kafka-python's ``DefaultRecordBatchBuilder``) appended straight
-into the log (no network), every segment rolled and tiered to ``file://`` storage.
+Data: ``--records`` records (16-byte keys, ``--size``-byte values of words from a 1,000-word
+vocabulary, so they compress as real payloads do; no headers), spread over ``--partitions``
+partitions, one topic per codec of ``--codecs`` (``none`` by default; ``none,lz4,zstd`` for the
+compressed comparison) in the embedded broker, written as producer-shaped v2 batches
+(kafka-python's ``DefaultRecordBatchBuilder``) appended straight into the log (no network),
+every segment rolled and tiered to ``file://`` storage.
 
 Each configuration is a Spark job with a noop sink (``df.write.format("noop")``) on local[2]:
 
@@ -15,9 +17,10 @@ Each configuration is a Spark job with a noop sink (``df.write.format("noop")``)
   at all.  Its batches hold ``--ceiling-batch-rows`` rows (65,536 by default, the fastest size
   measured on local[2]; ``kafka-tiered`` yields one batch per tiered range, ~500,000 rows here,
   which costs Spark itself ~15% more — pass 0 to give the ceiling that shape instead);
-* ``direct``: ``kafka-tiered`` reading the tiered segments from storage (the default);
+* ``direct``: ``kafka-tiered`` reading the tiered segments from storage (the default); with
+  several codecs, ``direct-<codec>`` per codec: the same rows, decompressed on the way;
 * ``broker``: ``kafka-tiered`` with ``fetch.remote.enabled=false`` — every record through the
-  embedded broker's Fetch, which reads remote storage itself.
+  embedded broker's Fetch, which reads remote storage itself (the first codec's topic).
 
 Figures are the best of ``--repeat`` runs after a warm-up; ratios are against the ceiling.
 MB/s counts Kafka log bytes (the tiered segments' size) for every configuration.
@@ -106,36 +109,51 @@ def _ceiling_source():
 # ---------------------------------------------------------------------------------------------
 # data
 
-def _batch(n: int, value_bytes: int, seed: int) -> bytes:
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _words(rnd: random.Random) -> list[bytes]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return [("".join(rnd.choice(letters) for _ in range(rnd.randint(3, 10)))).encode() + b" "
+            for _ in range(1000)]
+
+
+def _batch(n: int, value_bytes: int, seed: int, codec: str = "none") -> bytes:
     from kafka.record.default_records import DefaultRecordBatchBuilder
     rnd = random.Random(seed)
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    words = _words(random.Random(7))
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=CODECS[codec], is_transactional=0,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=1 << 30)
     now = 1_700_000_000_000
     for i in range(n):
-        b.append(i, now + i, rnd.randbytes(KEY_BYTES), rnd.randbytes(value_bytes), [])
+        value = bytearray()
+        while len(value) < value_bytes:
+            value += rnd.choice(words)
+        b.append(i, now + i, rnd.randbytes(KEY_BYTES), bytes(value[:value_bytes]), [])
     return bytes(b.build())
 
 
-def build_topic(cluster, records: int, partitions: int, value_bytes: int, batch_records: int) -> int:
+def build_topic(cluster, records: int, partitions: int, value_bytes: int, batch_records: int,
+                topic: str = TOPIC, codec: str = "none") -> int:
     """Fill the topic and tier it all; returns the tiered log bytes."""
-    cluster.create_topic(TOPIC, partitions=partitions)
+    cluster.create_topic(topic, partitions=partitions)
     # a few distinct batches, appended round-robin: the broker assigns the offsets
-    batches = [_batch(batch_records, value_bytes, seed) for seed in range(8)]
+    batches = [_batch(batch_records, value_bytes, seed, codec) for seed in range(8)]
     per_part = records // partitions
     for p in range(partitions):
         left, i = per_part + (p < records % partitions), 0
         while left > 0:
-            data = batches[i % len(batches)] if left >= batch_records else _batch(left, value_bytes, 99)
-            cluster.append(TOPIC, p, data)
+            data = batches[i % len(batches)] if left >= batch_records else _batch(left, value_bytes, 99, codec)
+            cluster.append(topic, p, data)
             left -= min(left, batch_records)
             i += 1
-        cluster.roll(TOPIC, p)
-    cluster.tier(TOPIC)
+        cluster.roll(topic, p)
+    cluster.tier(topic)
     total = 0
     for p in range(partitions):
-        segs = cluster.remote_segments(TOPIC, p)
-        assert segs, f"nothing tiered for {TOPIC}-{p}"
+        segs = cluster.remote_segments(topic, p)
+        assert segs, f"nothing tiered for {topic}-{p}"
         total += sum(s.size_bytes for s in segs)
     return total
 
@@ -151,7 +169,7 @@ def _session():
     return (SparkSession.builder.master("local[2]").appName("kafka-tiered-bench")
             .config("spark.ui.enabled", "false")
             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.memory", "2g")
+            .config("spark.driver.memory", "2g").config("spark.ui.showConsoleProgress", "false")
             .getOrCreate())
 
 
@@ -198,7 +216,13 @@ def main(argv=None) -> int:
                     help="rows per Arrow batch of the ceiling (65536: the fastest size measured here; 0: "
                          "rows per tiered range, the batch size kafka-tiered yields)")
     ap.add_argument("--skip-broker", action="store_true", help="leave out the broker-mediated run")
+    ap.add_argument("--codecs", default="none",
+                    help="one topic per codec, comma-separated (none, gzip, snappy, lz4, zstd)")
     args = ap.parse_args(argv)
+    codecs = args.codecs.split(",")
+    unknown = [c for c in codecs if c not in CODECS]
+    if unknown:
+        ap.error(f"unknown codec(s) {unknown}; known: {', '.join(CODECS)}")
 
     import kafka_tiered_source.spark as kts
     from kafka_tiered_source import planning
@@ -210,18 +234,26 @@ def main(argv=None) -> int:
             EmbeddedCluster(os.path.join(d, "data"), remote_storage=f"file://{d}/remote",
                             segment_bytes=64 << 20) as cluster:
         t0 = time.perf_counter()
-        log_bytes = build_topic(cluster, args.records, args.partitions, args.size, args.batch_records)
-        print(f"data: {args.records:,} records, {args.partitions} partitions, {log_bytes / 1e6:.1f} MB "
-              f"tiered (built in {time.perf_counter() - t0:.1f} s)")
-        options = {"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": TOPIC,
-                   "remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{d}/remote"}
+        topics = {c: TOPIC if len(codecs) == 1 else f"{TOPIC}-{c}" for c in codecs}
+        log_bytes = {c: build_topic(cluster, args.records, args.partitions, args.size, args.batch_records,
+                                    topics[c], c) for c in codecs}
+        print(f"data: {args.records:,} records, {args.partitions} partitions, "
+              + ", ".join(f"{c} {b / 1e6:.1f} MB" for c, b in log_bytes.items())
+              + f" tiered (built in {time.perf_counter() - t0:.1f} s)")
+        base = {"kafka.bootstrap.servers": cluster.bootstrap_servers,
+                "remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{d}/remote"}
         if args.target_bytes:
-            options["partition.target.bytes"] = str(args.target_bytes)
-        plan = planning.plan(ReadOptions.parse(options))
+            base["partition.target.bytes"] = str(args.target_bytes)
+        options = {c: {**base, "subscribe": topics[c]} for c in codecs}
+        plan = planning.plan(ReadOptions.parse(options[codecs[0]]))
         tasks = len(plan.tasks)
         ranges = sum(len(t.ranges) for t in plan.tasks)
         batch_rows = args.ceiling_batch_rows or -(-args.records // ranges)
         assert not plan.broker_ranges, "the benchmark topic should be fully tiered"
+        for c in codecs[1:]:     # the ceiling has the first codec's task count: keep them alike
+            other = planning.plan(ReadOptions.parse(options[c]))
+            if len(other.tasks) != tasks:
+                print(f"note: {c} plans {len(other.tasks)} Spark tasks, the ceiling {tasks}")
 
         spark = _session()
         spark.sparkContext.setLogLevel("ERROR")
@@ -238,10 +270,13 @@ def main(argv=None) -> int:
             "ceiling": lambda: reader("bench-arrow-ceiling", {
                 "rows": str(args.records), "tasks": str(tasks), "batchrows": str(batch_rows),
                 "valuebytes": str(args.size)}),
-            "direct": lambda: reader("kafka-tiered", options),
         }
+        for c in codecs:
+            name = "direct" if len(codecs) == 1 else f"direct-{c}"
+            configs[name] = lambda o=options[c]: reader("kafka-tiered", o)
         if not args.skip_broker:
-            configs["broker"] = lambda: reader("kafka-tiered", {**options, "fetch.remote.enabled": "false"})
+            first = options[codecs[0]]
+            configs["broker"] = lambda: reader("kafka-tiered", {**first, "fetch.remote.enabled": "false"})
         for name, make in configs.items():       # correctness first: every config sees every row
             n = _count(make())
             assert n == args.records, f"{name}: {n} rows, want {args.records}"
@@ -251,10 +286,11 @@ def main(argv=None) -> int:
     ceiling = results["ceiling"]
     print(f"\n{tasks} Spark tasks ({ranges} tiered ranges), ceiling batches of {batch_rows:,} rows, "
           f"local[2], noop sink, best of {args.repeat}")
-    print(f"{'config':<10}{'seconds':>10}{'M rows/s':>11}{'MB/s':>9}{'vs ceiling':>12}")
+    print(f"{'config':<14}{'seconds':>8}{'M rows/s':>11}{'log MB/s':>10}{'vs ceiling':>12}")
     for name, secs in results.items():
-        print(f"{name:<10}{secs:>10.2f}{args.records / secs / 1e6:>11.2f}{log_bytes / secs / 1e6:>9.0f}"
-              f"{ceiling / secs:>12.2f}")
+        codec = name.split("-", 1)[1] if name.startswith("direct-") else codecs[0]
+        print(f"{name:<14}{secs:>8.2f}{args.records / secs / 1e6:>11.2f}"
+              f"{log_bytes[codec] / secs / 1e6:>10.0f}{ceiling / secs:>12.2f}")
     return 0
 
 

@@ -387,7 +387,7 @@ def test_remote_storage_options_reach_the_storage_layer():
 def test_remote_storage_defaults():
     st = ReadOptions.parse(BASE).storage
     assert (st.connect_timeout_ms, st.read_timeout_ms) == (1000, 5000)
-    assert (st.part_size, st.concurrency) == (8 * 1024 * 1024, 4)
+    assert (st.part_size, st.concurrency) == (16 * 1024 * 1024, 4)
 
 
 def test_fetch_remote_enabled():

@@ -1,38 +1,56 @@
-"""Fetching ahead of the decoder: a task's tiered ranges in parts, on one thread."""
+"""Fetching ahead of the decoder: a task's tiered ranges, part by part, with GETs in flight
+across range and partition boundaries."""
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import KafkaTieredError
+from ..metrics.reader import fetch_scope
 
 
 class RangePrefetcher:
-    """Fetches a task's tiered ranges, in order, on one thread, a bounded number of parts ahead
-    of the decoder: the next range's first GETs are in flight while the current range is still
-    being decoded, so object-store latency overlaps with decoding and Spark.
+    """Fetches a task's tiered ranges in order, keeping ``concurrency`` GETs in flight and up
+    to ``depth`` fetched parts queued ahead of the decoder (one is enough: the GETs in flight
+    are the buffer that hides latency; a deeper queue only holds more memory).
 
-    It only runs ahead within the partition the reader is in (``pieces(i)`` moves it on), so a
-    GET is always counted under the topic-partition it was made for.  Memory: at most
-    ``depth`` parts queued, plus the fetcher's own in-flight parts.  A fetch error travels
-    through the queue and is raised from ``pieces(i)`` of the range it belongs to."""
+    The GETs of one task form one stream: the parts of every range
+    (:meth:`~kafka_tiered_source.storage.fetcher.RemoteStorageFetcher.log_segment_parts`), range
+    after range, so the next segment's first GETs (and its manifest) are in flight while the
+    current one is still arriving and being decoded.  A segment of two parts no longer leaves
+    half the connections idle, and a partition boundary no longer empties the pipe: object-store
+    latency overlaps with decoding and Spark throughout.
+
+    Each GET is counted under the topic-partition of the range it was made for
+    (:func:`~kafka_tiered_source.metrics.reader.fetch_scope`), wherever the reader is.  A
+    partition's next range starts only once a GET of its previous range came back good: after
+    a failure nothing more of that partition is fetched until the reader has decided (it
+    usually sends the rest of the partition through the broker).
+
+    Memory: at most ``concurrency`` parts in flight plus ``depth`` queued, each at most
+    ``fetch.remote.part.size.bytes`` (a chunked segment's part: whole chunks up to that size).
+    An error travels through the queue and is raised from ``pieces(i)`` of its range."""
 
     _END = object()
 
-    def __init__(self, fetcher, ranges, depth: int):
-        self._keys = [(r.topic, r.partition) for r in ranges]
+    def __init__(self, fetcher, ranges, concurrency: int, depth: int = 1):
+        self._ranges = list(ranges)
+        self._keys = [(r.topic, r.partition) for r in self._ranges]
+        self._window = max(1, concurrency)
         self._queue = queue.Queue(maxsize=max(1, depth))
         self._skip: set = set()
         self._stop = threading.Event()
         self._cond = threading.Condition()
-        # Nothing is fetched before the reader asks for its first range: by then its metrics
-        # scope names that range's partition, so every GET is counted where it belongs.
-        self._current = None
-        self._wanted = -1         # the range the reader asked for last
-        self._thread = threading.Thread(target=self._run, args=(fetcher, ranges), daemon=True,
+        self._wanted = -1              # the range the reader asked for last
+        self._pool = ThreadPoolExecutor(max_workers=self._window, thread_name_prefix="kts-get")
+        self._thread = threading.Thread(target=self._run, args=(fetcher,), daemon=True,
                                         name="kafka-tiered-prefetch")
         self._thread.start()
 
+    # -- the prefetch thread ------------------------------------------------------------------
     def _put(self, item) -> bool:
         while not self._stop.is_set():
             try:
@@ -42,31 +60,84 @@ class RangePrefetcher:
                 continue
         return False
 
-    def _run(self, fetcher, ranges) -> None:
-        failed = False
-        for i, r in enumerate(ranges):
-            with self._cond:
-                # Stay within the partition being read (metrics attribution), and after a failed
-                # fetch wait for the reader's decision: it usually sends the rest of that
-                # partition through the broker, and GETs made before it knows are wasted.
-                self._cond.wait_for(lambda: self._stop.is_set() or i in self._skip or (
-                    self._current == self._keys[i] and (not failed or self._wanted >= i)))
-            if self._stop.is_set():
-                return
-            try:
-                if i not in self._skip:
-                    failed = False
-                    for piece in fetcher.iter_log_segment(r.segment, r.byte_start, r.byte_end):
-                        if i in self._skip or not self._put((i, piece)):
-                            break
-            except Exception as exc:   # handed to the reader, which decides (fallback or raise)
-                failed = True
-                if not self._put((i, exc)):
+    def _run(self, fetcher) -> None:
+        inflight: deque = deque()      # (range index, is last part of it, future)
+        dead: set = set()              # ranges that failed or ended early: drop their parts
+        ok: set = set()                # ranges with a part delivered
+        previous: dict = {}            # partition -> its latest range so far
+        try:
+            for i, r in enumerate(self._ranges):
+                before = previous.get(self._keys[i])
+                previous[self._keys[i]] = i
+                # A partition's next range starts once a GET of its previous range has come back
+                # good, so a store that fails sees no GETs pile up behind the first failure: the
+                # reader decides (usually: the rest of the partition through the broker).
+                while not (before is None or before in ok or self._decided(i)):
+                    if inflight:
+                        if not self._drain(inflight, dead, ok, len(inflight) - 1):
+                            return
+                    else:
+                        with self._cond:
+                            self._cond.wait_for(lambda: self._decided(i), timeout=0.1)
+                if self._stop.is_set():
                     return
-                continue
-            if not self._put((i, self._END)):
-                return
+                if i in self._skip:
+                    continue
+                token = fetch_scope.set(self._keys[i])
+                try:
+                    parts = fetcher.log_segment_parts(r.segment, r.byte_start, r.byte_end)
+                except Exception as exc:   # e.g. its manifest: handed to the reader, which decides
+                    if not self._drain(inflight, dead, ok, 0) or not self._fail(i, exc, dead):
+                        return
+                    continue
+                finally:
+                    fetch_scope.reset(token)
+                ctx = contextvars.copy_context()
+                ctx.run(fetch_scope.set, self._keys[i])
+                for n, part in enumerate(parts):
+                    if not self._drain(inflight, dead, ok, self._window - 1):
+                        return
+                    if i in dead or i in self._skip:
+                        break
+                    inflight.append((i, n == len(parts) - 1, self._pool.submit(ctx.copy().run, part)))
+            self._drain(inflight, dead, ok, 0)
+        finally:
+            for _, _, fut in inflight:
+                fut.cancel()
 
+    def _decided(self, i: int) -> bool:
+        """Stop, or the reader has skipped range ``i`` or asked for it."""
+        return self._stop.is_set() or i in self._skip or self._wanted >= i
+
+    def _drain(self, inflight: deque, dead: set, ok: set, keep: int) -> bool:
+        """Hand finished parts to the reader, in order, until at most ``keep`` are in flight.
+        False when the prefetcher is stopping."""
+        while len(inflight) > keep:
+            i, last, fut = inflight.popleft()
+            if i in dead or i in self._skip:
+                fut.cancel()
+                continue
+            try:
+                piece, ended = fut.result()
+            except Exception as exc:
+                if not self._put((i, exc)):
+                    return False
+                dead.add(i)
+                continue
+            ok.add(i)
+            if len(piece) and not self._put((i, piece)):
+                return False
+            if last or ended:
+                dead.add(i)                      # nothing more of this range follows
+                if not self._put((i, self._END)):
+                    return False
+        return not self._stop.is_set()
+
+    def _fail(self, i: int, exc: Exception, dead: set) -> bool:
+        dead.add(i)
+        return self._put((i, exc))
+
+    # -- the reader's side --------------------------------------------------------------------
     def skip(self, i: int) -> None:
         """The reader will not read range ``i`` directly (its partition fell back)."""
         with self._cond:
@@ -76,7 +147,6 @@ class RangePrefetcher:
     def pieces(self, i: int):
         """The parts of range ``i``, in order; raises the error its fetch ended with."""
         with self._cond:
-            self._current = self._keys[i]
             self._wanted = i
             self._cond.notify_all()
         while True:
@@ -88,6 +158,10 @@ class RangePrefetcher:
                 continue
             if j < i:
                 continue        # the rest of a range the reader finished early, or skipped
+            if j > i:
+                # the reader gave up on range i before its end (offset bound reached): range j's
+                # first item is already out of the queue, so hand it back in front
+                raise KafkaTieredError(f"prefetch out of step: range {j} before the end of {i}")
             if item is self._END:
                 return
             if isinstance(item, BaseException):
@@ -104,3 +178,4 @@ class RangePrefetcher:
         except queue.Empty:
             pass
         self._thread.join(timeout=5)
+        self._pool.shutdown(wait=False, cancel_futures=True)

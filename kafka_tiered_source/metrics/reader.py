@@ -17,11 +17,16 @@ fixed bucket bounds, so merging two histograms is adding their bucket counts.
 from __future__ import annotations
 
 import bisect
+import contextvars
 import logging
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, fields
+
+#: The topic-partition a GET is made for, set by whoever starts it (the prefetcher, which runs
+#: ahead of the reader into later partitions); when unset, the reader's current scope counts.
+fetch_scope: contextvars.ContextVar = contextvars.ContextVar("kafka_tiered_fetch_scope", default=None)
 
 # Upper bounds (seconds) of the GET latency buckets; one more bucket (+Inf) holds the rest.
 # Fixed, so histograms of different tasks merge by adding counts.
@@ -242,8 +247,8 @@ class ReaderMetrics:
     """The fetcher observer of one reader plus the reader's own counters, tagged.
 
     The reader names the topic-partition it is working on with :meth:`scope` before each
-    range; GETs reported meanwhile (from the fetcher's worker threads too) are counted under
-    it.  ``quota`` (a :class:`~kafka_tiered_source.quota.ReaderQuota` or None) is charged after
+    range; GETs are counted under it unless made under a :data:`fetch_scope` of their own (the
+    prefetcher's, which fetches ahead into later partitions).  ``quota`` (a :class:`~kafka_tiered_source.quota.ReaderQuota` or None) is charged after
     every GET; the time it makes the GET's thread sleep is counted as ``quota_throttled_s``.
     Picklable: it travels as its tags and quota settings, with empty counters.
     """
@@ -264,7 +269,7 @@ class ReaderMetrics:
         self._scope = (topic, partition)
 
     def _stats(self, backend: str | None = None) -> ReadStats:
-        topic, partition = self._scope
+        topic, partition = fetch_scope.get() or self._scope
         return self._totals.stats((self.client_id, topic, partition, backend or self.backend))
 
     # -- FetchObserver ---------------------------------------------------------------------

@@ -45,7 +45,7 @@ class FetcherConfig:
     backend_options: tuple[tuple[str, object], ...] = ()
     connect_timeout_ms: int = 1000
     read_timeout_ms: int = 5000
-    part_size: int = 8 * MIB
+    part_size: int = 16 * MIB
     concurrency: int = 4
     coalesce_gap: int = 1 * MIB
     retry_max_attempts: int = 5

@@ -155,7 +155,7 @@ OPTIONS: tuple[Option, ...] = (
     O("fetch.remote.connect.timeout.ms", "fetch", "connect timeout of one GET; a timeout falls back to the broker",
       _int(1), 1000),
     O("fetch.remote.read.timeout.ms", "fetch", "socket read timeout of one GET", _int(1), 5000),
-    O("fetch.remote.part.size.bytes", "fetch", "large ranges are split into GETs of this size", _int(1), 8 * MIB),
+    O("fetch.remote.part.size.bytes", "fetch", "large ranges are split into GETs of this size", _int(1), 16 * MIB),
     O("fetch.remote.concurrency", "fetch", "parts fetched at once by one fetcher", _int(1), 4),
     O("fetch.remote.coalesce.gap.bytes", "fetch", "ranges closer than this are read in one GET", _int(0), 1 * MIB),
     O("fetch.remote.retry.max.attempts", "fetch", "attempts per GET on throttling, 5xx and connection errors",

@@ -6,13 +6,20 @@ range lies in a tiered segment and the answer gives the segment id, custom metad
 and (read_committed) the aborted transactions; the walk jumps past the segment.  The first
 ordinary answer means the rest is still on the brokers: it becomes one broker range.
 
-The walk costs one small request per tiered segment.  No record bytes move through the broker
-while planning, unless the broker ignores the tags: then the first probe (limited to one byte,
-so one batch) is all it sends.
+Every partition of a plan is walked at once (:func:`~kafka_tiered_source.protocol.rounds.fetch_rounds`):
+each round asks every partition a leader leads for its next segment in one request, and the
+rounds are pipelined, so a plan costs about one round trip per segment of its longest partition,
+not one per segment.  The walk stops below the partition's earliest local offset (ListOffsets
+-4), where a KIP-1248 broker serves records rather than locations: planning never pulls local
+records through the broker.  A leader that does not advertise the feature is probed first with
+a one-byte limit, so that a broker ignoring the tags sends one batch at most.
 """
 from __future__ import annotations
 
+from ..errors import BrokerError
 from ..ids import uuid_to_str
+from ..model import EARLIEST_LOCAL
+from ..protocol.rounds import fetch_rounds
 from ..storage.segment import RemoteSegment
 from .locate import Located, broker_tail
 from .packing import SegmentSlice
@@ -42,48 +49,96 @@ class Kip1248Locator:
                                  isolation_level=self.iso, request_remote_location=True)
 
     def locate(self, pr: PartitionRange) -> Located:
-        pieces = []
+        return self.locate_all([pr])[(pr.topic, pr.partition)]
+
+    def locate_all(self, prs: list[PartitionRange]) -> dict:
+        """``{(topic, partition): Located}`` for every range, walked together."""
+        walks = {(pr.topic, pr.partition): _Walk(self, pr) for pr in prs}
+        local = self._earliest_local([pr for pr in prs if pr.start < pr.end])
+        starts = {}
+        for key, w in walks.items():
+            w.limit = min(w.pr.end, local.get(key, w.pr.end))
+            if w.offset < w.limit:
+                probe = not self.client.advertises_kip1248(*key)
+                w.probing = probe
+                starts[key] = (w.offset, _PROBE_BYTES if probe else INT32_MAX)
+        if starts:
+            fetch_rounds(self.client, starts, lambda key, result: walks[key].advance(result),
+                         isolation_level=self.iso, request_remote_location=True)
+        return {key: w.located() for key, w in walks.items()}
+
+    def _earliest_local(self, prs: list[PartitionRange]) -> dict:
+        """The earliest local offset of each partition (one ListOffsets per topic and leader);
+        left out where the broker is too old to say (ListOffsets v8, Kafka 3.5)."""
+        by_topic: dict = {}
+        for pr in prs:
+            by_topic.setdefault(pr.topic, []).append(pr.partition)
+        out = {}
+        for topic, parts in by_topic.items():
+            try:
+                listed = self.client.list_offsets(topic, dict.fromkeys(parts, EARLIEST_LOCAL))
+            except BrokerError as exc:
+                if exc.error_name == "UNSUPPORTED_VERSION":
+                    continue
+                raise
+            out.update({(topic, p): o.offset for p, o in listed.items() if o.offset >= 0})
+        return out
+
+
+class _Walk:
+    """One partition's walk: the slices found so far and where it stands."""
+
+    def __init__(self, locator: Kip1248Locator, pr: PartitionRange):
+        self.locator = locator
+        self.pr = pr
+        self.offset = pr.start
+        self.limit = pr.end
+        self.probing = False
+        self.pieces: list = []
         # first offset of a slice -> the aborted transactions the leader answered for it
-        aborted_at: dict[int, tuple] = {}
-        offset = pr.start
-        remote_bytes = remote_offsets = 0
-        if pr.start < pr.end:
-            probe = self._locate(pr, offset, _PROBE_BYTES)
-            answer = probe if probe.has_remote_location else None
-            while answer is not None and offset < pr.end:
-                part = self._locate(pr, offset, INT32_MAX).partition if answer is probe else answer.partition
-                if not (part.remote_log_segment_end_position or 0) > (part.remote_log_segment_start_position or 0):
-                    break   # an inconsistent hint: the broker serves the rest
-                if not self.storage_configured and not part.signed_remote_log_segment_location:
-                    break   # nothing to read the segment with: the broker serves the rest
-                seg = RemoteSegment(
-                    topic=pr.topic, topic_id=pr.topic_id, partition=pr.partition,
-                    segment_id=uuid_to_str(bytes(part.remote_log_segment_id)),
-                    base_offset=part.remote_log_segment_base_offset,
-                    end_offset=part.remote_log_segment_end_offset,
-                    size_bytes=part.remote_log_segment_end_position,
-                    custom_metadata=(bytes(part.remote_log_segment_custom_metadata)
-                                     if part.remote_log_segment_custom_metadata is not None else None),
-                    presigned_url=part.signed_remote_log_segment_location,
-                    storage_format=part.storage_format_version or "ApacheKafkaV1")
-                # the broker may answer a later segment when offset fell in a gap
-                first = max(offset, seg.base_offset)
-                if first >= pr.end:
-                    break
-                seg_end = min(pr.end, seg.end_offset + 1)
-                aborted_at[first] = _aborted(part)
-                pieces.append(SegmentSlice(seg, first, seg_end,
-                                           ((first, part.remote_log_segment_start_position),)))
-                remote_bytes += seg.size_bytes - part.remote_log_segment_start_position
-                remote_offsets += seg_end - first
-                offset = seg.end_offset + 1
-                if offset >= pr.end:
-                    break
-                answer = self._locate(pr, offset, INT32_MAX)
-                if not answer.has_remote_location:
-                    break
-        if offset < pr.end:
-            pieces.append(broker_tail(pr, offset, remote_bytes, remote_offsets))
+        self.aborted_at: dict[int, tuple] = {}
+        self.remote_bytes = self.remote_offsets = 0
+
+    def advance(self, result):
+        """Take one Fetch answer; what to ask next, or None when the walk is over."""
+        if not result.has_remote_location:
+            return None              # records, not a location: the rest is the brokers'
+        if self.probing:             # the leader answers locations: ask for the whole segment
+            self.probing = False
+            return self.offset, INT32_MAX
+        pr, part = self.pr, result.partition
+        if not (part.remote_log_segment_end_position or 0) > (part.remote_log_segment_start_position or 0):
+            return None              # an inconsistent hint: the broker serves the rest
+        if not self.locator.storage_configured and not part.signed_remote_log_segment_location:
+            return None              # nothing to read the segment with: the broker serves the rest
+        seg = RemoteSegment(
+            topic=pr.topic, topic_id=pr.topic_id, partition=pr.partition,
+            segment_id=uuid_to_str(bytes(part.remote_log_segment_id)),
+            base_offset=part.remote_log_segment_base_offset,
+            end_offset=part.remote_log_segment_end_offset,
+            size_bytes=part.remote_log_segment_end_position,
+            custom_metadata=(bytes(part.remote_log_segment_custom_metadata)
+                             if part.remote_log_segment_custom_metadata is not None else None),
+            presigned_url=part.signed_remote_log_segment_location,
+            storage_format=part.storage_format_version or "ApacheKafkaV1")
+        # the broker may answer a later segment when offset fell in a gap
+        first = max(self.offset, seg.base_offset)
+        if first >= pr.end:
+            return None
+        seg_end = min(pr.end, seg.end_offset + 1)
+        self.aborted_at[first] = _aborted(part)
+        self.pieces.append(SegmentSlice(seg, first, seg_end,
+                                        ((first, part.remote_log_segment_start_position),)))
+        self.remote_bytes += seg.size_bytes - part.remote_log_segment_start_position
+        self.remote_offsets += seg_end - first
+        self.offset = seg.end_offset + 1
+        return (self.offset, INT32_MAX) if self.offset < self.limit else None
+
+    def located(self) -> Located:
+        pr, pieces, aborted_at = self.pr, list(self.pieces), self.aborted_at
+        if self.offset < pr.end:
+            pieces.append(broker_tail(pr, self.offset, self.remote_bytes, self.remote_offsets))
+        locator = self.locator
 
         def aborted_for(topic, p, first, end, first_range):
             """The answer for exactly ``first`` (asked now when no slice starts there), plus the
@@ -92,7 +147,7 @@ class Kip1248Locator:
             if not isinstance(first_range, RemoteRange):   # broker answers carry their own lists
                 return ()
             if first not in aborted_at:
-                aborted_at[first] = _aborted(self._locate(pr, first, INT32_MAX).partition)
+                aborted_at[first] = _aborted(locator._locate(pr, first, INT32_MAX).partition)
             return [a for start, entries in sorted(aborted_at.items()) if first <= start < end
                     for a in entries]
 

@@ -68,6 +68,8 @@ class Planner:
         self._manifest_infos: dict = {}
         self._indexes: dict = {}     # segment id -> offset index bytes (one GET each)
         self._storage_failed = None  # the first storage error of this plan: no more GETs after it
+        self._ranges: list[PartitionRange] = []   # the plan's partitions, once resolved
+        self._tiered_ends: dict = {}              # (topic, partition) -> LATEST_TIERED offset
         self.metadata = (MetadataTopicLocator(client, fetcher, topic=options.metadata_topic,
                                               isolation_level=self.iso, index_of=self.offset_index)
                          if fetcher is not None else None)
@@ -201,13 +203,19 @@ class Planner:
 
     def _latest_tiered(self, pr: PartitionRange) -> int | None:
         """ListOffsets LATEST_TIERED (-5): the highest tiered offset (-1: none); None when the
-        broker is older than Kafka 3.9 (ListOffsets v9)."""
-        try:
-            return self.client.list_offsets(pr.topic, {pr.partition: LATEST_TIERED})[pr.partition].offset
-        except BrokerError as exc:
-            if exc.error_name == "UNSUPPORTED_VERSION":
-                return None
-            raise
+        broker is older than Kafka 3.9 (ListOffsets v9).  Asked once per topic for every
+        partition of the plan."""
+        key = (pr.topic, pr.partition)
+        if key not in self._tiered_ends:
+            parts = [r.partition for r in self._ranges if r.topic == pr.topic] or [pr.partition]
+            try:
+                listed = self.client.list_offsets(pr.topic, dict.fromkeys(parts, LATEST_TIERED))
+                self._tiered_ends.update({(pr.topic, p): o.offset for p, o in listed.items()})
+            except BrokerError as exc:
+                if exc.error_name != "UNSUPPORTED_VERSION":
+                    raise
+                self._tiered_ends.update({(pr.topic, p): None for p in parts})
+        return self._tiered_ends[key]
 
     def _auto(self, pr: PartitionRange) -> str:
         """``auto``: the first locator that can serve this partition."""
@@ -224,56 +232,68 @@ class Planner:
         # comes back through the broker when it does not).
         return "kip1248" if self.client.supports_kip1248(pr.topic, pr.partition) else "broker"
 
-    def _named(self, pr: PartitionRange, name: str) -> Located:
+    def _choose(self, pr: PartitionRange, direct: bool) -> str:
+        """The locator of one partition, checked to be usable (``broker``: no direct reads)."""
+        if not (direct and pr.start < pr.end):
+            return "broker"
+        name = self.options.segment_locator
+        if name == "auto":
+            name = self._auto(pr)
         option = "remote.segment.locator"
         where = f"{pr.topic}-{pr.partition}"
-        if name == "kip1248":
-            if not self.client.supports_kip1248(pr.topic, pr.partition):
-                raise ConfigError(f"{option}=kip1248, but the leader of {where} speaks no flexible Fetch "
-                                  f"version (12+), which the KIP-1248 tags need", option=option)
-            loc = self.locator.locate(pr)
-            latest_tiered = None if loc.segments else self._latest_tiered(pr)
-            if self.options.segment_locator == "kip1248" and latest_tiered is not None \
-                    and latest_tiered >= pr.start:
-                raise ConfigError(f"{option}=kip1248, but the broker ignores the KIP-1248 tags: {where} "
-                                  f"is tiered up to offset {latest_tiered} and the leader answered with "
-                                  f"records, not locations; use auto or metadata-topic", option=option)
-            return loc
+        if name == "kip1248" and not self.client.supports_kip1248(pr.topic, pr.partition):
+            raise ConfigError(f"{option}=kip1248, but the leader of {where} speaks no flexible Fetch "
+                              f"version (12+), which the KIP-1248 tags need", option=option)
+        if name == "metadata-topic" and self.metadata is None:
+            raise ConfigError(f"{option}=metadata-topic needs a remote.storage.fetcher to read the "
+                              f"segments it finds", option=option)
+        if name == "listing" and self.listing is None:
+            raise ConfigError(f"{option}=listing needs a remote.storage.fetcher that can list objects and "
+                              f"the aiven or kafka-local-tiered layout", option=option)
+        return name
+
+    def _checked_kip1248(self, pr: PartitionRange, loc: Located) -> Located:
+        """A walk that found nothing although the range is tiered: the broker ignored the tags,
+        which is an error when ``kip1248`` was asked for by name."""
+        if self.options.segment_locator == "kip1248" and not loc.segments:
+            latest_tiered = self._latest_tiered(pr)
+            if latest_tiered is not None and latest_tiered >= pr.start:
+                option = "remote.segment.locator"
+                raise ConfigError(f"{option}=kip1248, but the broker ignores the KIP-1248 tags: "
+                                  f"{pr.topic}-{pr.partition} is tiered up to offset {latest_tiered} and the "
+                                  f"leader answered with records, not locations; use auto or metadata-topic",
+                                  option=option)
+        return loc
+
+    def _located_by(self, pr: PartitionRange, name: str) -> Located:
+        if name == "broker":
+            return Located([broker_tail(pr, pr.start)] if pr.start < pr.end else [], no_aborted)
         if name == "metadata-topic":
-            if self.metadata is None:
-                raise ConfigError(f"{option}=metadata-topic needs a remote.storage.fetcher to read the "
-                                  f"segments it finds", option=option)
             try:
                 return self.metadata.locate(pr)
             except BrokerError as exc:
-                raise ConfigError(f"{option}=metadata-topic: cannot read {self.metadata.topic} for {where}: "
-                                  f"{exc}; the reader needs READ and DESCRIBE on it", option=option) from exc
-        if self.listing is None:
-            raise ConfigError(f"{option}=listing needs a remote.storage.fetcher that can list objects and "
-                              f"the aiven or kafka-local-tiered layout", option=option)
+                option = "remote.segment.locator"
+                raise ConfigError(f"{option}=metadata-topic: cannot read {self.metadata.topic} for "
+                                  f"{pr.topic}-{pr.partition}: {exc}; the reader needs READ and DESCRIBE "
+                                  f"on it", option=option) from exc
         return self.listing.locate(pr)
-
-    def _located(self, pr: PartitionRange, direct: bool) -> tuple[str, Located]:
-        if direct and pr.start < pr.end:
-            name = self.options.segment_locator
-            if name == "auto":
-                name = self._auto(pr)
-            if name != "broker":
-                return name, self._named(pr, name)
-        return "broker", Located([broker_tail(pr, pr.start)] if pr.start < pr.end else [], no_aborted)
 
     # -- 4. everything -------------------------------------------------------------------------
     def plan(self) -> Plan:
-        ranges = self.partition_ranges(self.topic_partitions())
-        works, located, direct, locators = [], {}, {}, {}
+        ranges = self._ranges = self.partition_ranges(self.topic_partitions())
+        direct = {(pr.topic, pr.partition): bool(self.options.fetch_remote_enabled) for pr in ranges}
+        names = {(pr.topic, pr.partition): self._choose(pr, direct[(pr.topic, pr.partition)]) for pr in ranges}
+        # the KIP-1248 walk asks about every partition at once (one request per leader per round)
+        walked = self.locator.locate_all([pr for pr in ranges if names[(pr.topic, pr.partition)] == "kip1248"])
+        works, located, locators = [], {}, {}
         segments = 0
         for pr in ranges:
             key = (pr.topic, pr.partition)
-            ok = direct[key] = bool(self.options.fetch_remote_enabled)
-            name, loc = self._located(pr, ok)
+            loc = (self._checked_kip1248(pr, walked[key]) if key in walked
+                   else self._located_by(pr, names[key]))
             located[key] = loc
             segments += loc.segments
-            locators[key] = name if loc.segments else "broker"
+            locators[key] = names[key] if loc.segments else "broker"
             if loc.pieces:
                 works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(loc.pieces)))
         _log_locators(locators)

@@ -155,39 +155,45 @@ class _Plan:
         tagged = self.tagged
         name = cls.__name__
 
+        absent_specs = tuple((f.attr, *f.default_spec()) for f in absent)
+        tagged_specs = tuple((f.attr, *f.default_spec()) for _, (f, _, _) in tagged_sorted)
+        new = cls.__new__
+        read_tagged_fields = P.read_tagged_fields
+
         def read(buf, pos):
-            obj = cls.__new__(cls)
+            obj = new(cls)
             attr = None
             try:
                 for attr, rd, _ in regular:
                     val, pos = rd(buf, pos)
                     setattr(obj, attr, val)
                 attr = None
-                for f in absent:
-                    setattr(obj, f.attr, f.default())
+                for a, factory, const in absent_specs:
+                    setattr(obj, a, factory() if factory is not None else const)
                 unknown = None
                 if flex:
-                    raw, pos = P.read_tagged_fields(buf, pos)
-                    seen = set()
-                    for tag, view in raw:
-                        entry = tagged.get(tag)
-                        if entry is None:
-                            if keep:
-                                if unknown is None:
-                                    unknown = {}
-                                unknown[tag] = bytes(view)
-                            continue
-                        f, rd, _ = entry
-                        attr = f.attr
-                        val, end = rd(view, 0)
-                        if end != len(view):
-                            raise ProtocolError(f"tagged field {tag} declares {len(view)} bytes, value used {end}")
-                        setattr(obj, attr, val)
-                        seen.add(tag)
-                    attr = None
-                    for tag, (f, _, _) in tagged_sorted:
-                        if tag not in seen:
-                            setattr(obj, f.attr, f.default())
+                    # every tagged field starts at its default; the ones on the wire replace it
+                    for a, factory, const in tagged_specs:
+                        setattr(obj, a, factory() if factory is not None else const)
+                    if buf[pos] == 0:            # the usual case: an empty tagged-field section
+                        pos += 1
+                    else:
+                        raw, pos = read_tagged_fields(buf, pos)
+                        for tag, view in raw:
+                            entry = tagged.get(tag)
+                            if entry is None:
+                                if keep:
+                                    if unknown is None:
+                                        unknown = {}
+                                    unknown[tag] = bytes(view)
+                                continue
+                            f, rd, _ = entry
+                            attr = f.attr
+                            val, end = rd(view, 0)
+                            if end != len(view):
+                                raise ProtocolError(f"tagged field {tag} declares {len(view)} bytes, value used {end}")
+                            setattr(obj, attr, val)
+                        attr = None
                 obj.unknown_tags = unknown
             except ProtocolError as exc:
                 raise ProtocolError(f"{name}{'.' + attr if attr else ''}: {exc}") from None

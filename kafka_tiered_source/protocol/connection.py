@@ -1,6 +1,7 @@
-"""One socket to one broker: TLS and SASL set-up, ApiVersions negotiation, and one request in
-flight at a time (the lock is held from send to receive; the correlation id of every response
-is checked).  :class:`~.client.BrokerClient` routes requests over these."""
+"""One socket to one broker: TLS and SASL set-up, ApiVersions negotiation, and requests: one at
+a time (the lock is held from send to receive), or pipelined by :meth:`BrokerConnection.exchange`
+(several in flight, answered in order, as Kafka answers one connection).  The correlation id of
+every response is checked.  :class:`~.client.BrokerClient` routes requests over these."""
 from __future__ import annotations
 
 import random
@@ -176,25 +177,49 @@ class BrokerConnection:
     # -- requests
 
     def _roundtrip(self, msg, version: int, timeout_ms: int | None = None):
+        return self._receive(msg, version, self._send(msg, version, timeout_ms), timeout_ms)
+
+    def _send(self, msg, version: int, timeout_ms: int | None = None) -> int:
+        """Write one request frame; its correlation id."""
         sock = self._sock
         if sock is None:
             raise ConnectionLost("not connected")
         cid = self._next_cid
         self._next_cid = (cid + 1) & 0x7FFFFFFF
         frame = codec.encode_request(msg, version, cid, self.config.client_id)
-        timeout = (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms) / 1000
         try:
-            sock.settimeout(timeout)
+            sock.settimeout(self._timeout(timeout_ms))
             sock.sendall(frame)
+        except socket.timeout:
+            self._timed_out(msg, timeout_ms)
+        except OSError as exc:
+            self._close_locked()
+            raise ConnectionLost(f"{self.address} ({m.api_name(msg.API_KEY)}): {exc}") from None
+        return cid
+
+    def _timeout(self, timeout_ms: int | None) -> float:
+        return (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms) / 1000
+
+    def _timed_out(self, msg, timeout_ms):
+        self._close_locked()
+        raise BrokerError(f"request timed out after {self._timeout(timeout_ms) * 1000:.0f} ms",
+                          error_code=REQUEST_TIMED_OUT, error_name="REQUEST_TIMED_OUT",
+                          retriable=True, broker=self.address, api=m.api_name(msg.API_KEY)) from None
+
+    def _receive(self, msg, version: int, cid: int, timeout_ms: int | None = None):
+        """Read and decode the response to the request ``cid`` (the next one on the socket:
+        a broker answers the requests of one connection in the order they were sent)."""
+        sock = self._sock
+        if sock is None:
+            raise ConnectionLost("not connected")
+        try:
+            sock.settimeout(self._timeout(timeout_ms))
             size = struct.unpack(">i", recv_exact(sock, 4))[0]
             if size < 4:
                 raise ProtocolError(f"response frame size {size} from {self.address}")
             data = recv_exact(sock, size)
         except socket.timeout:
-            self._close_locked()
-            raise BrokerError(f"request timed out after {timeout * 1000:.0f} ms",
-                              error_code=REQUEST_TIMED_OUT, error_name="REQUEST_TIMED_OUT",
-                              retriable=True, broker=self.address, api=m.api_name(msg.API_KEY)) from None
+            self._timed_out(msg, timeout_ms)
         except (OSError, ConnectionLost) as exc:
             self._close_locked()
             raise ConnectionLost(f"{self.address} ({m.api_name(msg.API_KEY)}): {exc}") from None
@@ -214,27 +239,59 @@ class BrokerConnection:
                 return codec.decode_response(data, type(msg), 0)[1]
         return codec.decode_response(data, type(msg), version)[1]
 
+    def exchange(self, first, step, version: int, *, timeout_ms: int | None = None) -> None:
+        """Pipelined requests of one API and version: send every request of ``first`` at once,
+        then, as each response arrives, call ``step(response, request)``, which returns the
+        follow-up requests to send (the broker works on the next request while this side decodes
+        the last answer).  Returns when nothing is in flight.  A broker throttle (KIP-219) delays
+        the follow-ups; an error closes the connection, whatever was in flight is lost, and the
+        caller starts over from what its ``step`` calls have recorded."""
+        from collections import deque
+        with self._lock:
+            self._ready()
+            inflight: deque = deque()
+            for msg in first:
+                inflight.append((msg, self._send(msg, version, timeout_ms)))
+            while inflight:
+                msg, cid = inflight.popleft()
+                resp = self._receive(msg, version, cid, timeout_ms)
+                self._throttled(resp)
+                follow = step(resp, msg)
+                if follow:
+                    self._wait_throttle()
+                    for nxt in follow:
+                        inflight.append((nxt, self._send(nxt, version, timeout_ms)))
+
+    def _ready(self):
+        idle = self.config.connections_max_idle_ms
+        if self._sock is not None and idle and self._last_used and \
+                time.monotonic() - self._last_used > idle / 1000:
+            self._close_locked()  # the broker has likely dropped it already
+        if self._sock is None:
+            self._open()
+
+    def _wait_throttle(self):
+        wait = self._muted_until - time.monotonic()
+        if wait > 0:
+            # KIP-219: a throttled client sends nothing to that broker until the throttle
+            # time has passed (the broker mutes the channel for as long anyway).
+            time.sleep(wait)
+            self.throttled_s += wait
+
+    def _throttled(self, resp):
+        throttle = getattr(resp, "throttle_time_ms", 0) or 0
+        if throttle > 0:
+            self._muted_until = time.monotonic() + throttle / 1000
+
     def request(self, msg, version: int | None = None, *, timeout_ms: int | None = None):
         """Send one request and return the decoded response (connecting first if needed)."""
         with self._lock:
-            idle = self.config.connections_max_idle_ms
-            if self._sock is not None and idle and self._last_used and \
-                    time.monotonic() - self._last_used > idle / 1000:
-                self._close_locked()  # the broker has likely dropped it already
-            if self._sock is None:
-                self._open()
+            self._ready()
             if version is None:
                 version = self.pick_version(type(msg))
-            wait = self._muted_until - time.monotonic()
-            if wait > 0:
-                # KIP-219: a throttled client sends nothing to that broker until the throttle
-                # time has passed (the broker mutes the channel for as long anyway).
-                time.sleep(wait)
-                self.throttled_s += wait
+            self._wait_throttle()
             resp = self._roundtrip(msg, version, timeout_ms)
-            throttle = getattr(resp, "throttle_time_ms", 0) or 0
-            if throttle > 0:
-                self._muted_until = time.monotonic() + throttle / 1000
+            self._throttled(resp)
             return resp
 
     def ensure_connected(self):

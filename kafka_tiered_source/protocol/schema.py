@@ -65,7 +65,8 @@ class Field:
     """
 
     __slots__ = ("name", "attr", "type", "versions", "nullable", "tag", "tagged", "fields",
-                 "sensitive", "_default", "struct_class", "elem_type", "is_array", "never_compact")
+                 "sensitive", "_default", "struct_class", "elem_type", "is_array", "never_compact",
+                 "_spec", "_compare")
 
     def __init__(self, name: str, type: str, versions: str, *, nullable: str | None = None,
                  default: Any = _NO_DEFAULT, tag: int | None = None, tagged: str | None = None,
@@ -91,6 +92,8 @@ class Field:
         self.never_compact = never_compact
         self._default = default
         self.struct_class = None  # set when classes are built
+        self._spec = None         # (factory, constant), once struct_class is known
+        self._compare = _NO_DEFAULT
 
     def in_version(self, v: int) -> bool:
         return self.versions is not None and v in self.versions
@@ -103,33 +106,51 @@ class Field:
 
     def default(self):
         """A fresh default value (lists and structs are new objects every time)."""
+        factory, const = self.default_spec()
+        return factory() if factory is not None else const
+
+    def default_spec(self) -> tuple:
+        """``(factory, constant)``: a default that is immutable is shared (``factory`` None);
+        lists and structs are made new by ``factory()`` for every object.  The codec and
+        ``Struct.__init__`` set thousands of defaults per response, so this is worked out once."""
+        spec = self._spec
+        if spec is None:
+            spec = self._spec = self._work_out_default()
+        return spec
+
+    def _work_out_default(self) -> tuple:
         d = self._default
         if self.is_array:
-            return None if d is None else []
+            return (None, None) if d is None else (list, None)
         if d is not _NO_DEFAULT:
-            return d
+            return None, d
         t = self.type
         if t in _INTS:
-            return 0
+            return None, 0
         if t == "float64":
-            return 0.0
+            return None, 0.0
         if t == "bool":
-            return False
+            return None, False
         if t == "string":
-            return ""
+            return None, ""
         if t == "bytes":
-            return b""
+            return None, b""
         if t == "records":
-            return None
+            return None, None
         if t == "uuid":
-            return ZERO_UUID
-        return self.struct_class()
+            return None, ZERO_UUID
+        if self.struct_class is None:
+            raise ValueError(f"field {self.name}: struct class not built yet")
+        return self.struct_class, None
 
     def is_default(self, value) -> bool:
         d = self._default
         if self.is_array:
             return value is None if d is None else (value is not None and len(value) == 0)
-        return value == self.default()
+        compare = self._compare
+        if compare is _NO_DEFAULT:
+            compare = self._compare = self.default()   # compared with, never handed out
+        return value == compare
 
     def __repr__(self):
         return f"Field({self.name!r}, {self.type!r}, {str(self.versions)!r})"
@@ -144,11 +165,18 @@ class Struct:
     _attrs: frozenset = frozenset()
 
     def __init__(self, **kwargs):
-        for f in self._fields:
-            if f.attr in kwargs:
-                object.__setattr__(self, f.attr, kwargs.pop(f.attr))
-            else:
-                object.__setattr__(self, f.attr, f.default())
+        specs = type(self).__dict__.get("_defaults")
+        if specs is None:
+            specs = type(self)._defaults = tuple((f.attr, *f.default_spec()) for f in self._fields)
+        if kwargs:
+            for attr, factory, const in specs:
+                if attr in kwargs:
+                    object.__setattr__(self, attr, kwargs.pop(attr))
+                else:
+                    object.__setattr__(self, attr, factory() if factory is not None else const)
+        else:
+            for attr, factory, const in specs:
+                object.__setattr__(self, attr, factory() if factory is not None else const)
         self.unknown_tags = kwargs.pop("unknown_tags", None) or None
         if kwargs:
             raise TypeError(f"{type(self).__name__} has no field(s) {sorted(kwargs)}; "

@@ -161,6 +161,15 @@ class RemoteStorageFetcher(abc.ABC):
     def iter_log_segment(self, segment, start: int = 0, end: int | None = None) -> Iterator:
         yield self.fetch_log_segment(segment, start, end)
 
+    def log_segment_parts(self, segment, start: int = 0, end: int | None = None) -> list:
+        """``[start, end)`` as GETs to run, in order: a list of callables, each returning
+        ``(piece, ended)`` where ``piece`` is that part of the range and ``ended`` says the
+        object ended inside it (nothing follows).  They may run concurrently and in any order;
+        the pieces joined in order are the range.  A reader schedules them itself, across the
+        ranges of a task, to keep GETs in flight (:mod:`kafka_tiered_source.executor.prefetch`).
+        Fetchers that do not split ranges have one part: the whole range."""
+        return [lambda: (self.fetch_log_segment(segment, start, end), True)]
+
     @abc.abstractmethod
     def fetch_index(self, segment, index: str) -> bytes | None:
         """A segment index (``offset``, ``timestamp``, ``producer_snapshot``, ``leader_epoch``,
@@ -398,42 +407,53 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
     def iter_log_segment(self, segment, start: int = 0, end: int | None = None) -> Iterator[memoryview]:
         """Yield ``[start, end)`` as consecutive pieces, in order, with at most
         ``concurrency + 1`` parts in memory."""
+        parts = self.log_segment_parts(segment, start, end)
+        if len(parts) == 1:
+            piece, _ = parts[0]()
+            if len(piece):
+                yield piece
+            return
+        pool = self._executor()
+        window = max(1, self.config.concurrency)
+        futures = []
+        it = iter(parts)
+        for part in it:
+            futures.append(pool.submit(part))
+            if len(futures) >= window:
+                break
+        try:
+            while futures:
+                piece, ended = futures.pop(0).result()
+                nxt = next(it, None)
+                if nxt is not None and not ended:
+                    futures.append(pool.submit(nxt))
+                if len(piece):
+                    yield piece
+                if ended:
+                    return   # the object ended early: nothing further exists
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+    def log_segment_parts(self, segment, start: int = 0, end: int | None = None) -> list:
+        """See :meth:`RemoteStorageFetcher.log_segment_parts`: one GET per
+        ``fetch.remote.part.size.bytes`` of the range (whole chunks for chunked segments); the
+        manifest, when the layout needs one and the segment does not carry it, is read now."""
         _check_range(start, end)
         plan = self._plan(segment)
         if plan.size is not None:
             end = plan.size if end is None else min(end, plan.size)
             start = min(start, end)
         parts = self._parts(plan, start, end)
-        if len(parts) == 1:
-            p = parts[0]
+        last = len(parts) - 1
+
+        def run(i, p):
             data = self._read_part(plan, p)
+            lo = max(start - p.orig_start, 0)
             hi = len(data) if end is None else min(len(data), end - p.orig_start)
-            yield memoryview(data)[start - p.orig_start:max(hi, start - p.orig_start)]
-            return
-        pool = self._executor()
-        window = max(1, self.config.concurrency)
-        futures = []
-        it = iter(parts)
-        for p in it:
-            futures.append((p, pool.submit(self._read_part, plan, p)))
-            if len(futures) >= window:
-                break
-        try:
-            while futures:
-                p, fut = futures.pop(0)
-                data = fut.result()
-                nxt = next(it, None)
-                if nxt is not None:
-                    futures.append((nxt, pool.submit(self._read_part, plan, nxt)))
-                lo = max(start - p.orig_start, 0)
-                hi = len(data) if end is None else min(len(data), end - p.orig_start)
-                if hi > lo:
-                    yield memoryview(data)[lo:hi]
-                if p.orig_len is not None and len(data) < p.orig_len:
-                    return   # the object ended early: nothing further exists
-        finally:
-            for _, fut in futures:
-                fut.cancel()
+            ended = i == last or (p.orig_len is not None and len(data) < p.orig_len)
+            return memoryview(data)[lo:max(hi, lo)], ended
+        return [lambda i=i, p=p: run(i, p) for i, p in enumerate(parts)]
 
     # -- planning ----------------------------------------------------------------------------
     def _groups(self, ranges, plan: _Plan) -> list[tuple[int, int | None]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..ids import uuid_from_str, uuid_to_str
 from ..protocol.errors import code_of
@@ -16,7 +17,7 @@ class TopicInfo:
     partitions: int
     log_append_time: bool = False
 
-    @property
+    @cached_property
     def topic_id_bytes(self) -> bytes:
         return uuid_from_str(self.topic_id)
 

@@ -10,7 +10,7 @@ Layout of ``data_dir``::
     broker-topics.json                   topics: name, topic id, partition count, config
     {topic}-{partition}/                 Kafka segment files (%020d.log/.index/.timeindex/.txnindex)
     {topic}-{partition}/partition.json   log start offset
-    {topic}-{partition}/remote-log-segments.json, remote-indexes/   (tiering.py)
+    {topic}-{partition}/remote-log-segments.jsonl, remote-indexes/   (tiering.py)
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import asdict
 
 from ..errors import ConfigError, KafkaTieredError
 from ..ids import random_uuid, uuid_to_str
@@ -166,7 +167,7 @@ class BrokerStorage:
         path = os.path.join(self.data_dir, TOPICS_FILE)
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"version": 1, "topics": [t.__dict__ for t in self._topics.values()]}, f, indent=1)
+            json.dump({"version": 1, "topics": [asdict(t) for t in self._topics.values()]}, f, indent=1)
         os.replace(tmp, path)
 
     def _open_partition(self, info: TopicInfo, p: int) -> _Partition:

@@ -11,17 +11,20 @@ Two object layouts (``layout``):
   ``.txnindex``, ``.snapshot`` and ``.leader_epoch_checkpoint`` per segment; no custom metadata.
 
 Per tiered segment a RemoteLogSegmentMetadata-like record (state COPY_FINISHED) is persisted as
-JSON in the partition directory, next to local copies of the segment's offset, time and
-transaction indexes plus its batch table: the broker answers location hints and aborted
-transactions from them without fetching anything.
+one JSON line in the partition directory (appended: tiering n segments writes O(n) bytes, not
+O(n^2), which matters for topics of 100k segments), next to local copies of the segment's
+offset, time and transaction indexes plus its batch table: the broker answers location hints
+and aborted transactions from them without fetching anything.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import struct
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 from ..errors import KafkaTieredError
 from ..ids import random_uuid, uuid_from_str, uuid_to_str
@@ -40,7 +43,8 @@ LAYOUTS = (LAYOUT_AIVEN, LAYOUT_KAFKA_LOCAL)
 STORAGE_FORMAT = "ApacheKafkaV1"
 COPY_FINISHED = "COPY_FINISHED"
 BATCH_ENTRY = struct.Struct(">qii")       # last offset, position, size
-METADATA_FILE = "remote-log-segments.json"
+METADATA_FILE = "remote-log-segments.jsonl"     # one segment per line
+LEGACY_METADATA_FILE = "remote-log-segments.json"   # one document (earlier versions)
 INDEX_DIR = "remote-indexes"
 
 
@@ -98,7 +102,7 @@ class RemoteSegmentMetadata:
     broker_id: int = 0
     encrypted: bool = False
 
-    @property
+    @cached_property
     def segment_id_bytes(self) -> bytes:
         return uuid_from_str(self.segment_id)
 
@@ -165,18 +169,41 @@ class RemotePartition:
         return os.path.join(self.dir, METADATA_FILE)
 
     def _load(self) -> None:
+        rows = []
+        legacy = os.path.join(self.dir, LEGACY_METADATA_FILE)
         if os.path.exists(self._meta_path):
             with open(self._meta_path) as f:
-                doc = json.load(f)
-            for d in doc["segments"]:
-                d["leader_epochs"] = {int(k): v for k, v in d["leader_epochs"].items()}   # JSON keys are strings
-                self.segments.append(RemoteSegmentMetadata(**d))
+                rows = [json.loads(line) for line in f if line.strip()]
+        elif os.path.exists(legacy):
+            with open(legacy) as f:
+                rows = json.load(f)["segments"]
+        for d in rows:
+            d["leader_epochs"] = {int(k): v for k, v in d["leader_epochs"].items()}   # JSON keys are strings
+            self.segments.append(RemoteSegmentMetadata(**d))
+        self.segments.sort(key=lambda s: s.base_offset)
+        self._bases = [s.base_offset for s in self.segments]
+
+    @staticmethod
+    def _line(meta: RemoteSegmentMetadata) -> str:
+        # the fields are flat (leader_epochs a dict of ints): no deep copy as asdict makes
+        return json.dumps({f.name: getattr(meta, f.name) for f in fields(meta)}) + "\n"
 
     def _save(self) -> None:
+        """Rewrite the whole journal (deletions, out-of-order copies); appends use _append."""
         tmp = self._meta_path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"version": 1, "segments": [asdict(s) for s in self.segments]}, f, indent=1)
+            f.writelines(self._line(s) for s in self.segments)
         os.replace(tmp, self._meta_path)
+
+    def _add(self, meta: RemoteSegmentMetadata) -> None:
+        i = bisect.bisect_right(self._bases, meta.base_offset)
+        self.segments.insert(i, meta)
+        self._bases.insert(i, meta.base_offset)
+        if i == len(self.segments) - 1 and os.path.exists(self._meta_path):
+            with open(self._meta_path, "a") as f:   # the usual case: the newest segment, appended
+                f.write(self._line(meta))
+        else:
+            self._save()
 
     def _local(self, meta: RemoteSegmentMetadata, suffix: str) -> str:
         return os.path.join(self.index_dir, f"{meta.base_offset:020d}-{meta.segment_id}{suffix}")
@@ -196,9 +223,9 @@ class RemotePartition:
         return self.segments[0].base_offset if self.segments else None
 
     def find(self, offset: int) -> RemoteSegmentMetadata | None:
-        for s in self.segments:
-            if s.base_offset <= offset <= s.end_offset:
-                return s
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i >= 0 and offset <= self.segments[i].end_offset:
+            return self.segments[i]
         return None
 
     def offset_index(self, meta):
@@ -313,9 +340,7 @@ class RemotePartition:
                                 (".txnindex", txn), (".batches", table)):
             with open(self._local(meta, suffix), "wb") as f:
                 f.write(content)
-        self.segments.append(meta)
-        self.segments.sort(key=lambda s: s.base_offset)
-        self._save()
+        self._add(meta)
         if self.events is not None:
             self.events.copy_finished(meta, self.leader_epoch())
         return meta
@@ -336,6 +361,7 @@ class RemotePartition:
         if not gone:
             return []
         self.segments = [s for s in self.segments if s.end_offset >= offset]
+        self._bases = [s.base_offset for s in self.segments]
         self._save()      # first: a crash leaves orphan objects, never metadata without objects
         for meta in gone:
             if self.events is not None:
@@ -424,10 +450,10 @@ class RemotePartition:
         meta = self.find(offset)
         if meta is None:
             # an offset in a compaction gap between remote segments: next segment's first batch
-            later = [s for s in self.segments if s.base_offset > offset]
-            if not later:
+            i = bisect.bisect_right(self._bases, offset)
+            if i == len(self.segments):
                 return None
-            meta, offset = later[0], later[0].base_offset
+            meta, offset = self.segments[i], self.segments[i].base_offset
         h = self.hint(meta, offset, max_bytes)
         data, fetched = self.fetch_range(meta, h.start, h.end)
         if len(data) != h.end - h.start:
