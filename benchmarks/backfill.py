@@ -63,10 +63,12 @@ PART_SIZE = 16 * MIB         # the reader's default fetch.remote.part.size.bytes
 GET_TARGET = 8 * MIB         # the target: at least this much read per GET, counting every GET
 KEY_BYTES = 16
 CODECS = {0: ("zstd", 4), 1: ("lz4", 3)}   # partition parity -> (name, kafka-python codec id)
-WAYS = ("direct", "broker", "direct-file", "direct-today", "broker-today", "kafka-python", "confluent-kafka",
+WAYS = ("direct", "broker", "direct-file", "direct-encrypted", "direct-file-encrypted", "direct-today",
+        "broker-today", "kafka-python", "confluent-kafka",
         "transport-direct",
         "transport-broker")
-SPARK_WAYS = ("direct", "broker", "direct-file", "direct-today", "broker-today")
+SPARK_WAYS = ("direct", "broker", "direct-file", "direct-encrypted", "direct-file-encrypted", "direct-today",
+              "broker-today")
 TRANSPORT_WAYS = ("transport-direct", "transport-broker")
 
 
@@ -104,9 +106,11 @@ def _batch(codec: int, records: int, seed: int, words) -> tuple[bytes, int]:
 
 
 def build_topics(data_dir: str, remote: str, sizes, base_records: int, partitions: int, segment_bytes: int,
-                 batch_records: int, s3: dict | None = None) -> dict:
+                 batch_records: int, s3: dict | None = None, encrypt: tuple | None = None) -> dict:
     """Fill one topic per size and tier all of it.  Returns {size: facts} (records, log bytes,
-    payload bytes, segments)."""
+    payload bytes, segments).  ``encrypt`` = (key pair id, private key file): the largest size
+    once more, as ``backfill-<size>x-encrypted``, tiered encrypted as Aiven's plugin does
+    (facts under ``"<size>-encrypted"``)."""
     from kafka_tiered_source.testing import EmbeddedCluster
     words = _words(random.Random(1))
     distinct = 32                      # distinct batches per codec, appended round-robin
@@ -114,8 +118,14 @@ def build_topics(data_dir: str, remote: str, sizes, base_records: int, partition
             for _, codec in CODECS.values()}
     cluster = EmbeddedCluster(data_dir, remote_storage=remote, segment_bytes=segment_bytes, **(s3 or {}))
     out = {}
-    for size in sizes:
-        topic = f"backfill-{size}x"
+    jobs = [(size, f"backfill-{size}x") for size in sizes]
+    if encrypt:
+        jobs.append((max(sizes), f"backfill-{max(sizes)}x-encrypted"))
+    for size, topic in jobs:
+        if topic.endswith("-encrypted"):   # the tiering of topics created from here on encrypts
+            from dataclasses import replace
+            cluster.storage.tiering = replace(cluster.storage.tiering, encryption_key_pair_id=encrypt[0],
+                                              encryption_key_pairs=((encrypt[0], encrypt[1]),))
         cluster.create_topic(topic, partitions)
         records = base_records * size
         payload = 0
@@ -141,8 +151,9 @@ def build_topics(data_dir: str, remote: str, sizes, base_records: int, partition
                                    "are still local after roll + tier")
             log_bytes += sum(s.size_bytes for s in segs)
             segments += len(segs)
-        out[size] = {"topic": topic, "records": records, "log_bytes": log_bytes, "payload_bytes": payload,
-                     "segments": segments}
+        out[f"{size}-encrypted" if topic.endswith("-encrypted") else size] = {
+            "topic": topic, "records": records, "log_bytes": log_bytes, "payload_bytes": payload,
+            "segments": segments}
     return out
 
 
@@ -496,6 +507,8 @@ def evaluate(result: dict) -> list[dict]:
                             "measured": f"{d['wall_s']:.2f} s vs {b['wall_s']:.2f} s = {ratio:.2f}x "
                                         f"({d['mb_per_s']:.0f} vs {b['mb_per_s']:.0f} MB/s)",
                             "met": ratio <= 0.5})
+    from benchmarks.encryption import evaluate_encryption
+    targets += evaluate_encryption(result)
     direct = [r for r in rows if r["way"] == "direct"]
     if direct:
         through = sum(r["broker_remote_fetch_bytes"] + r.get("reader_broker_bytes", 0) for r in direct)
@@ -611,6 +624,10 @@ def main(argv=None) -> int:
     ap.add_argument("--mbps", type=float, default=90.0, help="per-connection cap, MB/s")
     ap.add_argument("--store", choices=("range", "moto"), default="range")
     ap.add_argument("--skip-clients", action="store_true", help="leave out kafka-python and confluent-kafka")
+    ap.add_argument("--encrypted", action="store_true",
+                    help="also read the largest size tiered encrypted (Aiven's plugin encryption, a new key pair): "
+                         "ways direct-encrypted (and direct-file-encrypted with --store range) in the same run, "
+                         "and the time AES-GCM decryption takes of the read")
     ap.add_argument("--work-dir", default=None, help="where data goes (default: a temporary directory)")
     ap.add_argument("--out", default=RESULTS, help="results directory (JSON, PNG)")
     args = ap.parse_args(argv)
@@ -623,12 +640,17 @@ def main(argv=None) -> int:
     data_dir, root = os.path.join(work, "broker"), os.path.join(work, "remote")
     os.makedirs(root, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
+    encrypt = None
+    if args.encrypted:
+        from kafka_tiered_source.testing.aiven_writer import generate_key_pair
+        encrypt = ("bench-2026", generate_key_pair(os.path.join(work, "bench-key-pair.pem")))
     procs = []
     try:
         if args.store == "range":
             remote = f"file://{root}"
             t0 = time.perf_counter()
-            facts = build_topics(data_dir, remote, sizes, base, args.partitions, segment_bytes, args.batch_records)
+            facts = build_topics(data_dir, remote, sizes, base, args.partitions, segment_bytes, args.batch_records,
+                                 encrypt=encrypt)
             store = ObjectStore("range", root, args.latency_ms, args.mbps)
             procs.append(store)
         else:
@@ -642,9 +664,10 @@ def main(argv=None) -> int:
             facts = build_topics(data_dir, f"s3://{BUCKET}", sizes, base, args.partitions, segment_bytes,
                                  args.batch_records,
                                  s3=dict(s3_endpoint_url=store.upstream, s3_region="us-east-1",
-                                         s3_access_key_id=ACCESS_KEY, s3_secret_access_key=SECRET_KEY))
+                                         s3_access_key_id=ACCESS_KEY, s3_secret_access_key=SECRET_KEY),
+                                 encrypt=encrypt)
         for s, f in facts.items():
-            print(f"data {s:>3}x: {f['records']:,} records, {f['payload_bytes'] / 1e6:.0f} MB of keys+values, "
+            print(f"data {f'{s}x' if isinstance(s, int) else str(s).replace('-', 'x '):>4}: {f['records']:,} records, {f['payload_bytes'] / 1e6:.0f} MB of keys+values, "
                   f"{f['log_bytes'] / 1e6:.0f} MB tiered in {f['segments']} segments", flush=True)
         print(f"built and tiered in {time.perf_counter() - t0:.1f} s", flush=True)
         broker = Broker(data_dir, store.endpoint, segment_bytes)
@@ -668,11 +691,16 @@ def main(argv=None) -> int:
                     if args.store == "range":
                         ways.append(("direct-file", {**opts, "remote.storage.fetcher": "fsspec",
                                                      "remote.storage.fsspec.url": f"file://{root}"}))
+                    if encrypt and size == max(sizes):
+                        from benchmarks.encryption import encrypted_ways
+                        ways += encrypted_ways(opts, facts[f"{size}-encrypted"]["topic"], encrypt,
+                                               root if args.store == "range" else None)
                     for way, o in ways:
                         def run(o=o):
                             wall, st = spark_read(spark, o)
                             return wall, st.records, st
-                        row = measure(way, cores, size, f, run, broker, store)
+                        row = measure(way, cores, size, facts[f"{size}-encrypted"] if way.endswith("-encrypted")
+                                      else f, run, broker, store)
                         row.update(get_bound=bound, planned_broker_ranges=broker_ranges, spark_tasks=tasks)
                         rows.append(row)
             finally:
@@ -722,6 +750,12 @@ def main(argv=None) -> int:
                         return time.perf_counter() - t0, n, None
                     rows.append(measure(way, 1, size, f, run, broker, store))
 
+        if encrypt and args.store == "range":
+            from benchmarks.encryption import decrypt_seconds
+            f = facts[f"{sizes[-1]}-encrypted"]
+            f["decrypt_s"], f["decrypted_bytes"] = decrypt_seconds(root, f["topic"], encrypt)
+            print(f"decrypting every chunk of {f['topic']} on one core: {f['decrypt_s']:.2f} s for "
+                  f"{f['decrypted_bytes'] / 1e6:.0f} MB", flush=True)
         cmd = "python -m benchmarks.backfill" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
         result = {
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

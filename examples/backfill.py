@@ -1,23 +1,28 @@
-"""The main job: a backfill read straight out of tiered storage, checked against broker fetch.
+"""The main job: a backfill read straight out of tiered storage, written to Parquet and checked
+against broker fetch.
 
 It starts the embedded reference broker, produces a realistic topic with a real client
 (confluent-kafka / librdkafka): several partitions, every codec, headers, committed and
 aborted transactions.  Then it tiers the topic to object storage (a local directory, or a moto
-S3 server with ``--s3``) and runs the same Spark backfill twice:
+S3 server with ``--s3``; ``--encrypt`` encrypts the segments as Aiven's plugin does) and:
 
-1. ``kafka-tiered`` direct: executors read the tiered segments from storage themselves;
-2. ``fetch.remote.enabled=false``: every byte comes through the broker (which reads remote
-   storage the way Kafka's RemoteLogManager does).
+1. reads it with ``kafka-tiered`` directly from storage and writes the rows to Parquet,
+   partitioned by topic and partition (``--output``, default a new directory);
+2. reads it again with ``fetch.remote.enabled=false``: every byte through the broker (which reads
+   remote storage the way Kafka's RemoteLogManager does);
+3. reads the Parquet files back and checks that they hold exactly the broker's rows.
 
-Both must give the same rows.  It prints counts, times and what each read cost.
+Each Spark job carries a description (``kafka-tiered: orders, ...``) for Spark's UI.  The output
+ends with where the files are and what the read cost.
 
     python examples/backfill.py                 # local directory as the object store
-    python examples/backfill.py --s3            # moto S3 server on 127.0.0.1
-    python examples/backfill.py --records 200000 --partitions 4
+    python examples/backfill.py --s3 --encrypt  # moto S3 server on 127.0.0.1, encrypted segments
+    python examples/backfill.py --records 200000 --partitions 4 --output /tmp/orders-parquet
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import random
 import sys
@@ -29,6 +34,9 @@ sys.path.insert(0, ROOT)
 
 TOPIC = "orders"
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+# librdkafka's own log lines (KIP-714 telemetry, connection notices) go to Python logging, where
+# only warnings and errors show; moto's server is started quiet.
+LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 
 
 def produce(bootstrap: str, partitions: int, records: int, seed: int = 7) -> dict:
@@ -40,7 +48,7 @@ def produce(bootstrap: str, partitions: int, records: int, seed: int = 7) -> dic
     committed = aborted = 0
     per_codec = records // (len(CODECS) + 2)
     common = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 2000,
-              "enable.idempotence": True}
+              "enable.idempotence": True, "logger": LIBRDKAFKA_LOG}
 
     def payload(i):
         key = f"customer-{rng.randrange(50_000):06d}".encode()
@@ -84,29 +92,33 @@ def produce(bootstrap: str, partitions: int, records: int, seed: int = 7) -> dic
     return {"records": n, "committed": committed, "aborted": aborted}
 
 
-def run_backfill(spark, bootstrap: str, storage_options: dict, *, direct: bool, isolation: str,
-                 min_partitions: int):
-    """Read the topic and reduce every row to (count, order-independent digest): comparing two
-    reads that way is exact up to hash collisions, and it needs no collect() of every row."""
-    reader = (spark.read.format("kafka-tiered")
-              .option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", TOPIC)
-              .option("startingOffsets", "earliest")
-              .option("endingOffsets", "latest")
-              .option("includeHeaders", "true")
-              .option("minPartitions", str(min_partitions))
-              .option("kafka.isolation.level", isolation)
-              .option("fetch.remote.enabled", str(direct).lower()))
-    for k, v in storage_options.items():
+DIGEST = ("count(*) AS n",
+          "sum(xxhash64(topic, partition, offset, key, value, timestamp, timestampType, "
+          "to_json(headers)) % 1000000007) AS digest",
+          "count(DISTINCT partition, offset) AS distinct_offsets")
+
+
+def digest(df):
+    """(count, order-independent digest, distinct offsets) of a read: comparing two reads that
+    way is exact up to hash collisions, and it needs no collect() of every row."""
+    row = df.selectExpr(*DIGEST).first()
+    return row["n"], row["digest"], row["distinct_offsets"]
+
+
+def read_options(bootstrap: str, storage_options: dict, *, direct: bool, isolation: str,
+                 min_partitions: int) -> dict:
+    """The read's options: the same dict is planned on the driver and handed to Spark."""
+    return {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC, "startingOffsets": "earliest",
+            "endingOffsets": "latest", "includeHeaders": "true", "minPartitions": str(min_partitions),
+            "kafka.isolation.level": isolation, "fetch.remote.enabled": str(direct).lower(),
+            **storage_options}
+
+
+def load(spark, options: dict):
+    reader = spark.read.format("kafka-tiered")
+    for k, v in options.items():
         reader = reader.option(k, v)
-    df = reader.load()
-    t0 = time.perf_counter()
-    row = df.selectExpr(
-        "count(*) AS n",
-        "sum(xxhash64(topic, partition, offset, key, value, timestamp, timestampType, "
-        "to_json(headers)) % 1000000007) AS digest",
-        "count(DISTINCT partition, offset) AS distinct_offsets").first()
-    return row["n"], row["digest"], row["distinct_offsets"], time.perf_counter() - t0, df.rdd.getNumPartitions()
+    return reader.load()
 
 
 def main(argv=None) -> int:
@@ -115,41 +127,55 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--segment-bytes", type=int, default=256 << 10)
     ap.add_argument("--s3", action="store_true", help="tier to a moto S3 server instead of a directory")
+    ap.add_argument("--encrypt", action="store_true",
+                    help="encrypt the tiered segments as Aiven's plugin does (a new RSA key pair)")
     ap.add_argument("--min-partitions", type=int, default=4)
     ap.add_argument("--isolation", default="read_committed", choices=("read_committed", "read_uncommitted"))
+    ap.add_argument("--output", default=None, help="where the Parquet files go (default: a new directory)")
+    ap.add_argument("--ui", action="store_true", help="keep Spark's web UI on (its address is printed)")
     args = ap.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     import kafka_tiered_source
     from kafka_tiered_source import planning
     from kafka_tiered_source.options import ReadOptions
-    from kafka_tiered_source.testing import EmbeddedCluster
+    from kafka_tiered_source.spark.jobs import describe
+    from kafka_tiered_source.testing import EmbeddedCluster, aiven_writer
 
     work = tempfile.mkdtemp(prefix="kafka-tiered-backfill-")
+    output = os.path.abspath(args.output or os.path.join(work, "parquet"))
     moto = None
+    cluster_kw: dict = {}
+    storage: dict = {}
+    if args.encrypt:
+        key_file = aiven_writer.generate_key_pair(os.path.join(work, "demo-key-pair.pem"))
+        cluster_kw.update(encryption_key_pair_id="demo-2026", encryption_key_pairs={"demo-2026": key_file})
+        storage["remote.storage.aiven.encryption.key.pairs"] = f"demo-2026=file:{key_file}"
     if args.s3:
         import boto3
         from moto.server import ThreadedMotoServer
-        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)   # no access-log line per GET
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         moto.start()
         endpoint = f"http://127.0.0.1:{moto._server.server_port}"
         creds = {"aws_access_key_id": "demo", "aws_secret_access_key": "demo-secret"}
         boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **creds).create_bucket(Bucket="tiered")
-        cluster_kw = dict(remote_storage="s3://tiered/kafka/", s3_endpoint_url=endpoint, s3_region="us-east-1",
+        cluster_kw.update(remote_storage="s3://tiered/kafka/", s3_endpoint_url=endpoint, s3_region="us-east-1",
                           s3_access_key_id="demo", s3_secret_access_key="demo-secret")
-        storage = {"remote.storage.fetcher": "s3", "remote.storage.s3.bucket": "tiered",
-                   "remote.storage.prefix": "kafka/", "remote.storage.s3.endpoint": endpoint,
-                   "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": "demo",
-                   "remote.storage.s3.secret.access.key": "demo-secret"}
+        storage.update({"remote.storage.fetcher": "s3", "remote.storage.s3.bucket": "tiered",
+                        "remote.storage.prefix": "kafka/", "remote.storage.s3.endpoint": endpoint,
+                        "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": "demo",
+                        "remote.storage.s3.secret.access.key": "demo-secret"})
         where = f"moto S3 at {endpoint}, bucket tiered"
     else:
         remote = os.path.join(work, "remote")
-        cluster_kw = dict(remote_storage=f"file://{remote}")
-        storage = {"remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{remote}"}
+        cluster_kw.update(remote_storage=f"file://{remote}")
+        storage.update({"remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{remote}"})
         where = remote
 
     try:
@@ -162,57 +188,91 @@ def main(argv=None) -> int:
                   f"codecs {', '.join(CODECS)}; {produced['aborted']:,} in aborted transactions) "
                   f"in {time.perf_counter() - t0:.1f}s")
             tiered = cluster.tier()
-            print(f"tiered {len(tiered)} segments to {where}")
+            print(f"tiered {len(tiered)} segments to {where}"
+                  + (" (encrypted: AES-256-GCM chunks, RSA-wrapped data keys)" if args.encrypt else ""))
 
-            options = {"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": TOPIC,
-                       "kafka.isolation.level": args.isolation, **storage}
-            plan = planning.plan(ReadOptions.parse(options))
+            bootstrap = cluster.bootstrap_servers
+            direct = read_options(bootstrap, storage, direct=True, isolation=args.isolation,
+                                  min_partitions=args.min_partitions)
+            through_broker = {**direct, "fetch.remote.enabled": "false"}
+            plan = planning.plan(ReadOptions.parse(direct))
             remote_bytes = sum(r.byte_end - r.byte_start for r in plan.remote_ranges)
-            print(f"plan: {len(plan.tasks)} Spark partitions, {len(plan.remote_ranges)} remote ranges "
-                  f"({remote_bytes / 1e6:.1f} MB from storage), {len(plan.broker_ranges)} broker ranges")
+            print(f"plan: {len(plan.tasks)} Spark partitions (tasks), {len(plan.remote_ranges)} tiered ranges "
+                  f"({remote_bytes / 1e6:.1f} MB from storage), {len(plan.broker_ranges)} broker ranges "
+                  f"(the untiered tail)")
 
-            spark = (SparkSession.builder.master("local[2]").appName("kafka-tiered-backfill")
-                     .config("spark.ui.enabled", "false")
-                     .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-                     .getOrCreate())
+            builder = (SparkSession.builder.master("local[2]").appName("kafka-tiered-backfill")
+                       .config("spark.ui.enabled", str(args.ui).lower())
+                       .config("spark.ui.showConsoleProgress", "false")
+                       .config("spark.driver.extraJavaOptions", "-Dlog4j2.configurationFile=file:"
+                               + os.path.join(ROOT, "examples", "log4j2.properties"))
+                       .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1"))
+            spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
+            if args.ui:
+                print(f"Spark UI: {spark.sparkContext.uiWebUrl}")
             kafka_tiered_source.register(spark)
+            sc = spark.sparkContext
             try:
                 # An untimed first read starts Spark's Python workers and the data source's
                 # planner process, so neither timed read pays for them.
-                run_backfill(spark, cluster.bootstrap_servers, storage, direct=False,
-                             isolation=args.isolation, min_partitions=args.min_partitions)
-                d_n, d_digest, d_distinct, t_direct, parts = run_backfill(
-                    spark, cluster.bootstrap_servers, storage, direct=True, isolation=args.isolation,
-                    min_partitions=args.min_partitions)
-                direct_stats = kafka_tiered_source.last_read_stats(spark)
+                sc.setJobDescription("kafka-tiered: warm-up read through the broker")
+                digest(load(spark, through_broker))
+
+                # The same read both ways, timed alike (count and digest of every row) ...
+                sc.setJobDescription(describe(plan))
+                t0 = time.perf_counter()
+                df = load(spark, direct)
+                d_n, d_digest, _ = digest(df)
+                t_direct = time.perf_counter() - t0
+                parts = df.rdd.getNumPartitions()
+                sc.setJobDescription(describe(plan).replace("kafka-tiered:", "kafka-tiered (through the broker):", 1))
                 broker_before = _broker_remote_bytes(cluster)
-                b_n, b_digest, _, t_broker, _ = run_backfill(
-                    spark, cluster.bootstrap_servers, storage, direct=False, isolation=args.isolation,
-                    min_partitions=args.min_partitions)
+                t0 = time.perf_counter()
+                b_n, b_digest, _ = digest(load(spark, through_broker))
+                t_broker = time.perf_counter() - t0
                 broker_after = _broker_remote_bytes(cluster)
+
+                # ... then the backfill itself: straight from storage into Parquet
+                sc.setJobDescription(describe(plan) + f" -> Parquet at {output}")
+                t0 = time.perf_counter()
+                load(spark, direct).write.mode("overwrite").partitionBy("topic", "partition").parquet(output)
+                t_write = time.perf_counter() - t0
+                direct_stats = kafka_tiered_source.last_read_stats(spark)
+
+                sc.setJobDescription(f"check: the Parquet files at {output}")
+                p_n, p_digest, p_distinct = digest(spark.read.parquet(output))
+                files = sum(1 for _, _, names in os.walk(output) for n in names if n.endswith(".parquet"))
             finally:
+                sc.setJobDescription(None)
                 spark.stop()
 
             expected = produced["committed"] if args.isolation == "read_committed" else produced["records"]
-            same = (d_n, d_digest) == (b_n, b_digest)
-            print(f"direct read:      {d_n:>9,} rows in {t_direct:6.2f}s  ({parts} Spark partitions; "
-                  f"{remote_bytes / 1e6:.1f} MB planned from storage, 0 record bytes through the broker "
-                  f"for tiered offsets)")
+            same = (p_n, p_digest) == (b_n, b_digest) == (d_n, d_digest)
+            agree = ("as planned" if parts == len(plan.tasks) else
+                     f"the plan above said {len(plan.tasks)}: the log moved on between the two plannings")
+            print(f"direct read:      {d_n:>9,} rows in {t_direct:6.2f}s  ({parts} Spark partitions, {agree}; "
+                  f"{remote_bytes / 1e6:.1f} MB planned from storage, no record bytes of tiered offsets "
+                  f"through the broker)")
             print(f"broker-mediated:  {b_n:>9,} rows in {t_broker:6.2f}s  (the broker read "
                   f"{(broker_after - broker_before) / 1e6:.1f} MB from remote storage to serve it)")
-            print(f"expected ({args.isolation}): {expected:,} rows; distinct offsets {d_distinct:,}; "
-                  f"identical results (count and digest): {same}")
+            print(f"direct -> Parquet: {p_n:>8,} rows in {t_write:6.2f}s  (read again, written, read back)")
+            print(f"expected ({args.isolation}): {expected:,} rows; distinct offsets in Parquet {p_distinct:,}; "
+                  f"direct read, broker read and Parquet files identical (count and digest): {same}")
+            if not same or p_n != expected or p_distinct != p_n:
+                print("MISMATCH: the Parquet files and the broker read disagree, miss rows or repeat offsets",
+                      file=sys.stderr)
+                return 1
+            if direct_stats is not None:
+                report = kafka_tiered_source.cost_report(direct_stats)
+                print("cost of the direct read (kafka_tiered_source.cost_report):")
+                print(report)
+            print(f"Parquet: {output}  ({files} files, partitioned by topic and partition)")
             if direct_stats is not None:
                 total = direct_stats.total()
-                print(f"direct read: {total.remote_requests} GETs, {total.remote_bytes / 1e6:.1f} MB from "
-                      f"storage, {total.fallbacks} fallbacks, {total.broker_bytes / 1e6:.1f} MB through "
-                      f"brokers (the untiered tail)")
-                print("cost of the direct read (kafka_tiered_source.cost_report):")
-                print(kafka_tiered_source.cost_report(direct_stats))
-            if not same or d_n != expected or d_distinct != d_n:
-                print("MISMATCH: the two reads disagree, miss rows or repeat offsets", file=sys.stderr)
-                return 1
+                print(f"the read cost: ${report.dollars:.6f} for {total.remote_requests} GETs and "
+                      f"{total.remote_bytes / 1e6:.1f} MB from storage, {total.broker_bytes / 1e6:.1f} MB through "
+                      f"the brokers (the untiered tail), {total.fallbacks} fallbacks")
     finally:
         if moto is not None:
             moto.stop()

@@ -29,7 +29,7 @@ __all__ = [
     "DecompressionLimitError", "KafkaTieredError", "OfflinePlanningError", "ProtocolError",
     "RemoteStorageError", "SegmentFormatError",
     "decode", "decoder_backend", "register",
-    "cost_report", "estimate", "last_read_stats", "read_history",
+    "cost_report", "estimate", "last_read_stats", "read_history", "describe_read",
 ]
 
 
@@ -83,3 +83,11 @@ def estimate(spark=None, options=None, *, where=None, **kw):
     read fetches is counted."""
     from .planning.estimate import estimate as _estimate
     return _estimate(spark, options, where=where, **kw)
+
+
+def describe_read(spark, options):
+    """Plan a read on the driver and set it as the Spark job description of the jobs this
+    thread submits next (``kafka-tiered: orders, 32 tiered ranges, 9.5 MB, 8 tasks``); returns
+    the text (see :mod:`kafka_tiered_source.spark.jobs`)."""
+    from .spark.jobs import describe_read as _describe
+    return _describe(spark, options)

@@ -87,6 +87,9 @@ class CostReport:
     model: CostModel
     rows: tuple[CostRow, ...]
     tasks: int = 0
+    #: what went through the brokers because direct reads failed (or fetch.remote.fallback=always
+    #: sent it there): ranges, bytes and why, in one line; None when nothing did
+    fallback: str | None = None
 
     @property
     def dollars(self) -> float:
@@ -121,6 +124,8 @@ class CostReport:
                          f"{r.remote_failed:>6,} {r.remote_bytes / 1e6:>9.2f} {bpg:>9} "
                          f"{r.dollars:>10.6f} {p50:>7} {p99:>7} {r.broker_equivalent_bytes / 1e6:>9.2f} "
                          f"{r.broker_path_dollars:>13.6f}")
+        if self.fallback:
+            lines.append(self.fallback)
         return "\n".join(lines)
 
 
@@ -150,4 +155,4 @@ def cost_report(stats, model: CostModel | None = None, **rates) -> CostReport:
             s.broker_equivalent_bytes, model.broker_dollars(s.broker_equivalent_bytes), s.records,
             s.throttled_s, s.remote_latency.quantile(0.5), s.remote_latency.quantile(0.95),
             s.remote_latency.quantile(0.99)))
-    return CostReport(model, tuple(rows), stats.tasks)
+    return CostReport(model, tuple(rows), stats.tasks, stats.fallback_line())

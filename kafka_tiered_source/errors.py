@@ -122,6 +122,42 @@ class SegmentFormatError(RemoteStorageError):
     """A segment's object layout could not be understood (manifest, encryption, chunk index)."""
 
 
+class SegmentDecryptionError(SegmentFormatError):
+    """An encrypted Aiven segment could not be opened.  ``kind`` says why: ``no-keys`` (no
+    ``remote.storage.aiven.encryption.key.pairs``), ``unknown-key-pair`` (no private key for
+    the manifest's key-pair id), ``key-unreadable`` (the configured file or variable holds no
+    usable RSA private key), ``wrong-key`` (the key does not open the segment's data key),
+    ``tampered`` (a chunk fails AES-GCM authentication) or ``truncated`` (a chunk is cut
+    short).  ``key_id`` is the manifest's key-pair id.  Nothing of a chunk that fails is ever
+    returned, and a direct read does not fall back to the broker on it (``auto``): the keys
+    are this reader's configuration, and bytes that fail their tag fail the task as a batch
+    CRC does."""
+
+    def __init__(self, message: str, *, kind: str, key_id: str | None = None,
+                 location: str | None = None, backend: str | None = None):
+        self.kind = kind
+        self.key_id = key_id
+        super().__init__(message, location=location, backend=backend)
+
+
+class StoragePreflightError(KafkaTieredError):
+    """The driver's check of remote storage before any task was launched failed for a reason
+    that does not heal (unreachable endpoint, access denied, no such bucket, no key for an
+    encrypted segment).  ``backend``, ``location`` and ``reason`` say what was tried."""
+
+    def __init__(self, message: str, *, backend: str | None = None, location: str | None = None,
+                 reason: str | None = None):
+        self.backend = backend
+        self.location = location
+        self.reason = reason
+        super().__init__(message)
+
+
+class FallbackLimitError(KafkaTieredError):
+    """A task moved more bytes through the brokers after failed direct reads than
+    ``fetch.remote.fallback.max.bytes`` allows."""
+
+
 class DataLossError(KafkaTieredError):
     """Requested offsets are gone (retention) and ``failOnDataLoss`` is true."""
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
 import os
 import time
 
@@ -33,6 +34,10 @@ import pytest
 from conftest import FIXTURES
 from storage_servers import S3_KEY_ID, S3_SECRET, FaultProxy, MotoS3
 from kafka_tiered_source.testing import EmbeddedCluster
+
+# librdkafka's log lines (KIP-714 telemetry, connection notices) into Python logging, where
+# pytest keeps them with a failing test's report instead of printing them between tests.
+LIBRDKAFKA_QUIET = {"logger": logging.getLogger("librdkafka")}
 
 FIXTURE_META = {(m["topic"], m["partition"]): m
                 for m in json.load(open(os.path.join(FIXTURES, "meta.json")))}
@@ -181,7 +186,7 @@ def consume_confluent(bootstrap: str, topic: str, partition: int, *, start: int 
             "enable.partition.eof": True,
             # librdkafka reports EOF after an empty fetch: a short long-poll keeps tests quick
             "fetch.wait.max.ms": 100,
-            "isolation.level": "read_committed" if read_committed else "read_uncommitted"}
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted", **LIBRDKAFKA_QUIET}
     conf.update(config)
     c = ck.Consumer(conf)
     try:
@@ -234,7 +239,7 @@ def produce_confluent(bootstrap, topic, records, codec, **extra):
 
     errors = []
     p = ck.Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": True,
-                     "linger.ms": 5, "batch.size": 4096, **extra})
+                     "linger.ms": 5, "batch.size": 4096, **LIBRDKAFKA_QUIET, **extra})
     for i, (k, v, h, ts) in enumerate(records):
         p.produce(topic, key=k, value=v, headers=h or None, partition=0, timestamp=ts,
                   on_delivery=lambda err, msg: err and errors.append(err))

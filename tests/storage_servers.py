@@ -58,6 +58,8 @@ def wait_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = 
 class MotoS3:
     def __init__(self):
         from moto.server import ThreadedMotoServer
+        import logging
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)   # moto's access log: a line per request
         self.port = free_port()
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
 

@@ -278,8 +278,13 @@ def test_manifest_info_replaces_the_manifest_get_byte_for_byte(compression):
 def test_manifest_info_is_not_made_for_what_must_not_or_cannot_travel():
     _, ci = aiven_writer.transform_chunks(b"x" * 10, 4, False)
     _, si = aiven_writer.build_indexes(b"", b"", b"", b"", None)
-    secret = aiven.EncryptionMetadata("key-pair-7:" + base64.b64encode(b"wrapped").decode(), b"aad")
-    assert aiven.ManifestInfo.of(aiven.SegmentManifest(ci, si, False, secret)) is None
+    wrapped = aiven.EncryptionMetadata("key-pair-7:" + base64.b64encode(b"wrapped").decode(), b"aad")
+    # An encrypted manifest travels as its chunk table and its RSA-wrapped data key (useless
+    # without the private key, which never travels); neither shows in a repr.
+    info = aiven.ManifestInfo.of(aiven.SegmentManifest(ci, si, False, wrapped))
+    assert info.encryption == wrapped and info.compression is False
+    assert info.chunk_index() is not None and info.chunk_index().transformed_sizes == (4, 4, 2)
+    assert "d3JhcHBlZA" not in repr(info) and "aad" not in repr(info).replace("key-pair", "")
     # a chunk table over the shipping cap is left to the executor's own GET
     many = aiven.ChunkIndex("variable", 1, aiven.MAX_SHIPPED_CHUNK_TABLE + 1,
                             tuple(1000 + i % 7 for i in range(aiven.MAX_SHIPPED_CHUNK_TABLE + 1)))

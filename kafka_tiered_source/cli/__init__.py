@@ -29,15 +29,26 @@ def command(name: str, help: str):
     return register
 
 
+def examples(*lines: str) -> str:
+    """A sub-parser's epilog: ``examples:`` and one command per line (a ``#`` comment may
+    follow).  ``kafka-tiered --help`` shows the first example of every subcommand."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     for mod in SUBCOMMAND_MODULES:
         importlib.import_module(mod)
-    parser = argparse.ArgumentParser(prog="kafka-tiered",
+    parser = argparse.ArgumentParser(prog="kafka-tiered", formatter_class=argparse.RawDescriptionHelpFormatter,
                                      description="Read Kafka topics out of tiered storage.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    firsts = []
     for name, (help, setup) in sorted(_REGISTRY.items()):
-        p = sub.add_parser(name, help=help, description=help)
+        p = sub.add_parser(name, help=help, description=help,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(_run=setup(p))
+        shown = (p.epilog or "").splitlines()[1:2]   # a subcommand's epilog is examples(...)
+        firsts += [line.strip() for line in shown]
+    parser.epilog = examples(*firsts, "kafka-tiered COMMAND --help            # each command's options and examples")
     return parser
 
 

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from . import command
+from . import command, examples
 
 
 @command("broker", "Run an embedded Kafka-protocol broker with tiered storage (tests, demos).")
@@ -48,7 +48,19 @@ def _broker_setup(p: argparse.ArgumentParser):
                    help="partitions of __remote_log_metadata (default 50, as Kafka)")
     p.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
                    help="create this topic at start-up unless it exists (repeatable)")
+    p.add_argument("--encryption-key-pair", action="append", default=[], metavar="ID=PRIVATE_KEY_PEM",
+                   help="Aiven layout: a key pair (its PKCS#8 private key file; the plugin's "
+                        "encryption.key.pairs) to read segments of (repeatable)")
+    p.add_argument("--encryption-key-pair-id", metavar="ID",
+                   help="encrypt what is tiered with this key pair, as the plugin's encryption.key.pair.id")
     p.add_argument("--log-level", default="INFO")
+    p.epilog = examples(
+        "kafka-tiered broker --data-dir /tmp/kt --remote-storage file:///tmp/kt-remote --topic orders:4",
+        "kafka-tiered broker --data-dir /tmp/kt --port 0 --no-kip1248 --metrics-port 0   # as Kafka 4.1",
+        "AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... kafka-tiered broker --data-dir /tmp/kt \\",
+        "    --remote-storage s3://tiered/kt --s3-endpoint-url http://127.0.0.1:5000 --chunk-compression",
+        "kafka-tiered broker --data-dir /tmp/kt --remote-storage file:///tmp/r \\",
+        "    --encryption-key-pair k1=/etc/kafka/k1.pem --encryption-key-pair-id k1   # encrypted segments")
     return _broker_run
 
 
@@ -74,7 +86,8 @@ def _broker_run(args) -> int:
         s3_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
         s3_session_token=os.environ.get("AWS_SESSION_TOKEN"), sasl=sasl, ssl=ssl, host=args.host,
         port=args.port, metrics_port=args.metrics_port, auto_create_topics=args.auto_create_topics,
-        kip1248=args.kip1248, remote_log_metadata_partitions=args.remote_log_metadata_partitions)
+        kip1248=args.kip1248, remote_log_metadata_partitions=args.remote_log_metadata_partitions,
+        encryption_key_pair_id=args.encryption_key_pair_id, encryption_key_pairs=_key_pairs(args))
     for spec in args.topic:
         name, _, parts = spec.partition(":")
         if name not in cluster.topics:
@@ -98,3 +111,15 @@ def _broker_run(args) -> int:
             signal.signal(s, h)
     print("broker stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _key_pairs(args) -> dict:
+    from ..errors import ConfigError
+    pairs = {}
+    for spec in args.encryption_key_pair:
+        key_id, eq, path = spec.partition("=")
+        if not eq or not key_id or not path:
+            raise ConfigError(f"--encryption-key-pair takes ID=PRIVATE_KEY_PEM, got {spec!r}",
+                              option="--encryption-key-pair")
+        pairs[key_id] = path
+    return pairs

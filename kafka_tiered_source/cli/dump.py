@@ -8,7 +8,7 @@ import mmap
 import struct
 import sys
 
-from . import command
+from . import command, examples
 
 @command("dump", "Print the record batches of a segment file (.log), like kafka-dump-log.")
 def _dump_setup(p: argparse.ArgumentParser):
@@ -17,6 +17,10 @@ def _dump_setup(p: argparse.ArgumentParser):
     p.add_argument("--json", action="store_true", help="one JSON object per batch")
     p.add_argument("--no-verify-crc", dest="verify_crc", action="store_false",
                    help="decode records even when the batch CRC does not match")
+    p.epilog = examples(
+        "kafka-tiered dump /var/kafka/orders-0/00000000000000000000.log",
+        "kafka-tiered dump 00000000000000001081.log --records | head -40",
+        "kafka-tiered dump segment.log --json | jq -c 'select(.isTransactional)'")
     return _dump
 
 

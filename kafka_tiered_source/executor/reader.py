@@ -8,7 +8,12 @@ For each range of the task, in order:
 * when a direct read fails (timeout, refused, object missing, throttled past the retries,
   a manifest it cannot read) or comes back short of what the broker's hints promised, the rest
   of that range is fetched through the broker instead — same offsets, same filter, same rows —
-  and the fallback is counted.
+  and the fallback is counted with its reason.  ``fetch.remote.fallback`` decides: ``auto``
+  falls back so (but never on an encrypted segment this reader cannot open: its keys are this
+  reader's configuration, and a chunk that fails its GCM tag fails the task as a bad CRC does),
+  ``never`` fails the task instead (Spark retries it), ``always`` reads every tiered range
+  through the brokers on purpose.  Past ``fetch.remote.fallback.max.bytes`` bytes fetched
+  because of failed direct reads, the task fails (:class:`FallbackLimitError`).
 
 Every batch yielded has exactly Spark's Kafka schema.  Nothing here is Spark-specific, so a
 task can be run (and tested) without Spark.
@@ -18,7 +23,8 @@ from __future__ import annotations
 import logging
 from typing import Iterator
 
-from ..errors import BrokerError, DataLossError, KafkaTieredError, RemoteStorageError
+from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, RemoteStorageError,
+                      SegmentDecryptionError)
 from .prefetch import RangePrefetcher
 
 log = logging.getLogger(__name__)
@@ -38,9 +44,11 @@ class TaskReader:
             from ..quota import ReaderQuota
             metrics = ReaderMetrics(options.client_id, _backend_name(options),
                                     ReaderQuota.for_task(options.quota, tasks_planned))
+        metrics.tasks_planned = tasks_planned
         self.metrics = metrics
         self._fetcher = None
         self._client = None
+        self._fallback_bytes = 0      # bytes through brokers because direct reads failed
 
     def __reduce__(self):
         return (self.__class__, (self.options, None, self.tasks_planned, self.row_filter))
@@ -97,7 +105,8 @@ class TaskReader:
         txn = {(i.topic, i.partition): i for i in task.txn}
         filters: dict = {}
         broker_only: set = set()    # partitions that fell back: the rest of them goes via broker
-        remote = [r for r in task.ranges if isinstance(r, RemoteRange)]
+        on_purpose = self.options.fetch_remote_fallback == "always"
+        remote = [] if on_purpose else [r for r in task.ranges if isinstance(r, RemoteRange)]
         # the fetcher's concurrency, not the option's: a byte-rate quota makes it one (see fetcher)
         prefetch = RangePrefetcher(self.fetcher, remote, self.fetcher.config.concurrency) if remote else None
         index = 0                   # position of the next tiered range in ``remote``
@@ -105,7 +114,10 @@ class TaskReader:
             for r in task.ranges:
                 key = (r.topic, r.partition)
                 self.metrics.scope(r.topic, r.partition)
-                if isinstance(r, RemoteRange):
+                if isinstance(r, RemoteRange) and on_purpose:
+                    i = None
+                    self.metrics.fell_back(ALWAYS)
+                elif isinstance(r, RemoteRange):
                     i, index = index, index + 1
                     if key in broker_only:
                         prefetch.skip(i)
@@ -176,7 +188,7 @@ class TaskReader:
         # than the hint, or a hint that ends too early.  The broker can still serve them.
         short = (f"direct read of {seg!r} bytes [{r.byte_start}, {r.byte_end}) ended at offset "
                  f"{reached}, before {r.offset_end} (got {received} bytes)")
-        return self._fallback(r, reached, KafkaTieredError(short))
+        return self._fallback(r, reached, KafkaTieredError(short), SHORT_READ)
 
     def _kept(self, batches):
         """The batches with only the rows the pushed-down filters keep."""
@@ -184,13 +196,33 @@ class TaskReader:
             return batches
         return [self.row_filter.apply(b) for b in batches]
 
-    def _fallback(self, r, offset: int, exc: Exception) -> int:
-        if self.options.offline:
+    def _fallback(self, r, offset: int, exc: Exception, reason: str | None = None) -> int:
+        policy = self.options.fetch_remote_fallback
+        if self.options.offline or policy == "never" or isinstance(exc, SegmentDecryptionError):
             raise exc
+        reason = reason or fallback_reason(exc)
+        limit = self.options.fetch_remote_fallback_max_bytes
+        if limit == 0:
+            raise FallbackLimitError(
+                f"the direct read of {r.topic}-{r.partition} offsets [{offset}, {r.offset_end}) failed "
+                f"({reason}) and fetch.remote.fallback.max.bytes=0 allows no bytes through the brokers; "
+                f"fix the storage access, or allow fallbacks") from exc
         log.warning("falling back to broker fetch for %s-%d offsets [%d, %d): %s",
                     r.topic, r.partition, offset, r.offset_end, exc)
-        self.metrics.count(fallbacks=1)
+        self.metrics.fell_back(reason)
         return offset
+
+    def _count_fallback_bytes(self, size: int) -> None:
+        self._fallback_bytes += size
+        limit = self.options.fetch_remote_fallback_max_bytes
+        if limit is not None and self._fallback_bytes > limit:
+            total = self.metrics.total()
+            why = "; ".join(f"{k} x{n}" for k, n in total.fallback_reasons.most_common())
+            raise FallbackLimitError(
+                f"this task moved {self._fallback_bytes:,} bytes through the brokers after direct reads "
+                f"failed ({total.fallbacks} ranges: {why}), more than fetch.remote.fallback.max.bytes="
+                f"{limit:,}; fix the storage access, raise the limit, or set fetch.remote.fallback=always "
+                f"to read through the brokers on purpose")
 
     def _read_broker(self, topic: str, partition: int, start: int, end: int, *, fallback: bool):
         from ..records import ReadCommittedFilter, decode_batches
@@ -220,6 +252,8 @@ class TaskReader:
             self.metrics.count(broker_fetches=1, broker_bytes=size, broker_equivalent_bytes=size,
                                broker_throttled_s=fr.throttle_time_ms / 1000,
                                **({"fallback_bytes": size} if fallback else {}))
+            if fallback and self.options.fetch_remote_fallback == "auto":
+                self._count_fallback_bytes(size)
             for b in self._kept(res.batches):
                 if b.num_rows:
                     self.metrics.count(records=b.num_rows)
@@ -249,6 +283,17 @@ class TaskReader:
         log.warning("%s-%d: offsets [%d, %d) were deleted; skipping them", topic, partition, offset,
                     earliest)
         return earliest
+
+
+ALWAYS = "fetch.remote.fallback=always"
+SHORT_READ = "short read: the object held fewer bytes than planned"
+
+
+def fallback_reason(exc: Exception) -> str:
+    """Why a direct read fell back, as it is counted and shown: the error's class and its
+    message without the object (so ranges that failed the same way add up)."""
+    text = str(exc).split(" (backend ", 1)[0].split(" (object ", 1)[0]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _stitched(carry: bytes, piece):

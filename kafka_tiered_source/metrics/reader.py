@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import contextvars
+import logging
 import threading
 import time
 from collections import Counter
@@ -109,6 +110,7 @@ class ReadStats:
     broker_bytes: int = 0             # record bytes that came through brokers
     fallbacks: int = 0                # direct reads that fell back to broker fetch
     fallback_bytes: int = 0           # broker bytes fetched because of a fallback
+    fallback_reasons: Counter = field(default_factory=Counter)   # why -> ranges that fell back
     records: int = 0                  # rows produced
     broker_equivalent_bytes: int = 0  # record-batch bytes a broker would have sent instead
     ranges_remote: int = 0
@@ -139,6 +141,7 @@ class ReadStats:
     def as_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["remote_errors"] = dict(d["remote_errors"])
+        d["fallback_reasons"] = dict(d["fallback_reasons"])
         d["remote_latency"] = self.remote_latency.as_dict()
         d["throttled_s"] = self.throttled_s
         return d
@@ -147,6 +150,7 @@ class ReadStats:
     def from_dict(cls, d: dict) -> "ReadStats":
         kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
         kw["remote_errors"] = Counter(d.get("remote_errors") or {})
+        kw["fallback_reasons"] = Counter(d.get("fallback_reasons") or {})
         lat = d.get("remote_latency") or {}
         kw["remote_latency"] = LatencyHistogram(lat.get("counts"), lat.get("sum_s", 0.0))
         return cls(**kw)
@@ -160,9 +164,10 @@ class ReadTotals:
     takes.  Merging is exact (sums, fixed-bucket histograms)."""
 
     def __init__(self, by_tags: dict | None = None, tasks: int = 0, read_id: str | None = None,
-                 cost=None, app_id: str | None = None):
+                 cost=None, app_id: str | None = None, tasks_planned: int = 0):
         self.by_tags: dict[tuple, ReadStats] = dict(by_tags or {})
         self.tasks = tasks
+        self.tasks_planned = tasks_planned   # the tasks the read was planned into (0: unknown)
         self.read_id = read_id
         self.cost = cost          # a kafka_tiered_source.cost.CostModel, from the read's options
         self.app_id = app_id
@@ -177,6 +182,7 @@ class ReadTotals:
         for tags, s in other.by_tags.items():
             self.stats(tags).add(s)
         self.tasks += other.tasks
+        self.tasks_planned = max(self.tasks_planned, getattr(other, "tasks_planned", 0))
         self.read_id = self.read_id or other.read_id
         self.cost = self.cost if self.cost is not None else other.cost
         self.app_id = self.app_id or other.app_id
@@ -204,8 +210,20 @@ class ReadTotals:
             out.setdefault(key, ReadStats()).add(s)
         return out
 
+    def fallback_line(self) -> str | None:
+        """One line on what came through the brokers because direct reads failed or
+        ``fetch.remote.fallback=always`` sent it there: ranges, bytes and why; None when
+        nothing did."""
+        t = self.total()
+        if not t.fallbacks:
+            return None
+        why = "; ".join(f"{reason} (x{n})" for reason, n in t.fallback_reasons.most_common()) or "unknown"
+        return (f"kafka-tiered: {t.fallbacks} tiered ranges went through the brokers instead of remote "
+                f"storage, {t.fallback_bytes / 1e6:,.2f} MB: {why}")
+
     def as_dict(self) -> dict:
         return {"read_id": self.read_id, "app_id": self.app_id, "tasks": self.tasks,
+                "tasks_planned": self.tasks_planned,
                 "stats": [{**dict(zip(TAG_NAMES, tags)), **s.as_dict()}
                           for tags, s in sorted(self.by_tags.items(), key=lambda kv: tuple(map(str, kv[0])))]}
 
@@ -215,7 +233,8 @@ class ReadTotals:
         for row in d.get("stats", ()):
             tags = tuple(row[n] for n in TAG_NAMES)
             by_tags[tags] = ReadStats.from_dict(row)
-        return cls(by_tags, d.get("tasks", 0), d.get("read_id"), app_id=d.get("app_id"))
+        return cls(by_tags, d.get("tasks", 0), d.get("read_id"), app_id=d.get("app_id"),
+                   tasks_planned=d.get("tasks_planned", 0))
 
     def __repr__(self) -> str:
         t = self.total()
@@ -273,10 +292,24 @@ class ReaderMetrics:
             for name, delta in deltas.items():
                 setattr(s, name, getattr(s, name) + delta)
 
+    def absorb(self, totals: "ReadTotals") -> None:
+        """Count what ``totals`` hold as this reader's (the driver's storage check, made before
+        any task, travels with the first task)."""
+        with self._lock:
+            for tags, s in totals.by_tags.items():
+                self._totals.stats(tags).add(s)
+
+    def fell_back(self, reason: str) -> None:
+        """One range went through the brokers instead, for ``reason``."""
+        with self._lock:
+            s = self._stats()
+            s.fallbacks += 1
+            s.fallback_reasons[reason] += 1
+
     def snapshot(self) -> ReadTotals:
         """A copy of the totals so far (one task)."""
         with self._lock:
-            out = ReadTotals(tasks=1)
+            out = ReadTotals(tasks=1, tasks_planned=getattr(self, "tasks_planned", 0))
             for tags, s in self._totals.by_tags.items():
                 out.by_tags[tags] = s.copy()
             return out
@@ -294,8 +327,15 @@ class ReadHistory:
 
     def add(self, item) -> "ReadHistory":
         if isinstance(item, ReadHistory):
+            # The driver merging what a task sent: once every planned task of a read is in,
+            # a read that went through the brokers says so, in one line.
             for totals in item.reads.values():
                 self.add(totals)
+                merged = self.reads[totals.read_id or "-"]
+                if merged.tasks_planned and merged.tasks == merged.tasks_planned:
+                    line = merged.fallback_line()
+                    if line:
+                        logging.getLogger("kafka_tiered_source").warning("%s", line)
             return self
         key = item.read_id or "-"
         if key in self.reads:

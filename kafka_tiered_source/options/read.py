@@ -155,6 +155,8 @@ class ReadOptions:
     kafka: OptionMap = field(default_factory=OptionMap)
     storage: FetcherConfig = field(default_factory=FetcherConfig)
     fetch_remote_enabled: bool = True
+    fetch_remote_fallback: str = "auto"      # fetch.remote.fallback: auto | never | always
+    fetch_remote_fallback_max_bytes: int | None = None   # fetch.remote.fallback.max.bytes
     segment_locator: str = "auto"            # remote.segment.locator
     metadata_topic: str = "__remote_log_metadata"   # remote.log.metadata.topic
     partition_target_bytes: int = 128 * MIB
@@ -290,6 +292,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
                               f"'kafka.bootstrap.servers' is given: without a broker segments are "
                               f"found by listing the store (auto or listing)",
                               option="remote.segment.locator")
+        if opt("fetch.remote.fallback") == "always":
+            raise ConfigError("option fetch.remote.fallback is 'always' but no 'kafka.bootstrap.servers' "
+                              "is given: there is no broker to read through", option="fetch.remote.fallback")
         if not fetch_remote_enabled:
             raise ConfigError("Option 'fetch.remote.enabled' is false but no "
                               "'kafka.bootstrap.servers' is given: with neither a broker nor "
@@ -341,6 +346,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
         kafka=OptionMap(kafka),
         storage=storage,
         fetch_remote_enabled=fetch_remote_enabled,
+        fetch_remote_fallback=opt("fetch.remote.fallback"),
+        fetch_remote_fallback_max_bytes=opt("fetch.remote.fallback.max.bytes"),
         segment_locator=opt("remote.segment.locator"),
         metadata_topic=opt("remote.log.metadata.topic"),
         partition_target_bytes=opt("partition.target.bytes"),

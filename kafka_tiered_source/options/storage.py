@@ -17,6 +17,7 @@ from ..errors import ConfigError
 from ..redact import Secret, is_secret_key
 from .fetchers import plugin_options
 from .table import BY_KEY, MIB, unknown
+from .values import text
 
 #: attribute of FetcherConfig <- fetch.remote.* option
 _FETCH_ATTRS = {
@@ -94,6 +95,9 @@ class FetcherConfig:
                 if key in _CORE_ATTRS:
                     kw[_CORE_ATTRS[key]] = BY_KEY[key].value(value)
                 elif key != "remote.storage.uri":
+                    declared = BY_KEY.get(key)
+                    if declared is not None and declared.parse is not text:
+                        declared.value(value.get() if isinstance(value, Secret) else value)   # checked here
                     if not isinstance(value, Secret):
                         value = Secret(str(value)) if is_secret_key(key) else str(value)
                     backend.append((key, value))

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from ..errors import ConfigError
 from . import values as v
+from .encryption import parse_key_pairs
 from .pricing import EGRESS_CLASSES as _EGRESS
 from .pricing import PRESETS
 
@@ -26,13 +27,14 @@ MIB = 1024 * KIB
 LABELS = {"spark": "Option '{}'", "streaming": "Option '{}'", "source": "Option '{}'",
           "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'",
           "storage": "option {}", "s3": "option {}", "gcs": "option {}", "azure": "option {}",
-          "fsspec": "option {}", "fetch": "option {}", "kafka": "{}"}
+          "fsspec": "option {}", "aiven": "option {}", "fetch": "option {}", "kafka": "{}"}
 
 GROUP_TITLES = {
     "spark": "Spark's Kafka source options", "streaming": "Streaming (`readStream`; batch reads ignore them)",
     "source": "Options of kafka-tiered", "storage": "Remote storage", "s3": "S3 (`remote.storage.fetcher=s3`)",
     "gcs": "GCS (`remote.storage.fetcher=gcs`)", "azure": "Azure Blob (`remote.storage.fetcher=azure`)",
-    "fsspec": "fsspec (`remote.storage.fetcher=fsspec`)", "fetch": "Direct reads",
+    "fsspec": "fsspec (`remote.storage.fetcher=fsspec`)",
+    "aiven": "Encrypted Aiven segments (`remote.storage.layout=aiven`)", "fetch": "Direct reads",
     "cost": "Costs", "quota": "Quotas", "metrics": "Metrics",
     "kafka": "Kafka client (`kafka.` + the property)",
 }
@@ -68,6 +70,7 @@ LENIENT_BOOL = partial(v.boolean, lenient=True)
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 LAYOUTS = ("aiven", "kafka-local-tiered", "template")
 LOCATORS = ("auto", "kip1248", "metadata-topic", "listing")
+FALLBACKS = ("auto", "never", "always")
 
 O = Option
 OPTIONS: tuple[Option, ...] = (
@@ -145,6 +148,9 @@ OPTIONS: tuple[Option, ...] = (
     O("remote.storage.azure.sas.token", "azure", "SAS token", secret=True),
     O("remote.storage.azure.endpoint", "azure", "blob endpoint URL (Azurite: http://127.0.0.1:port/account)"),
     O("remote.storage.fsspec.url", "fsspec", "root URL (file:///data, memory://root, ...)"),
+    O("remote.storage.aiven.encryption.key.pairs", "aiven", "where the private key of each key pair is, "
+      "`id=file:PATH` (PKCS#8 PEM) or `id=env:NAME`, comma-separated: every key-pair id whose segments "
+      "are read (the plugin's encryption.key.pairs); never the key itself", parse_key_pairs, secret=True),
     # -- how hard direct reads try ---------------------------------------------------------------
     O("fetch.remote.connect.timeout.ms", "fetch", "connect timeout of one GET; a timeout falls back to the broker",
       _int(1), 1000),
@@ -157,6 +163,11 @@ OPTIONS: tuple[Option, ...] = (
     O("fetch.remote.retry.backoff.ms", "fetch", "first back-off; doubles per attempt, with jitter", _int(1), 100),
     O("fetch.remote.retry.backoff.max.ms", "fetch", "back-off cap", _int(1), 5000),
     O("fetch.remote.manifest.cache.size", "fetch", "Aiven manifests kept per fetcher", _int(0), 1024),
+    O("fetch.remote.fallback", "fetch", "when tiered ranges go through the brokers: `auto` (a range whose "
+      "direct read fails on a storage fault), `never` (the task fails; Spark retries it) or `always` (all of "
+      "them, on purpose)", partial(v.choice, choices=FALLBACKS), "auto"),
+    O("fetch.remote.fallback.max.bytes", "fetch", "a task fails once more than this many bytes came through "
+      "the brokers because direct reads failed", _int(0)),
     # -- accounting ------------------------------------------------------------------------------
     O("cost.preset", "cost", "price model: aws-s3-standard (default), gcs-standard, azure-hot",
       partial(v.choice, choices=tuple(PRESETS)), "aws-s3-standard"),

@@ -70,6 +70,7 @@ class Planner:
         # manifests read while planning.
         self._manifest_infos: dict = {}
         self._indexes: dict = {}     # segment id -> offset index bytes (one GET each)
+        self._storage_failed = None  # the first storage error of this plan: no more GETs after it
         self._ranges: list[PartitionRange] = []   # the plan's partitions, once resolved
         self._tiered_ends: dict = {}              # (topic, partition) -> LATEST_TIERED offset
         self.metadata = (MetadataTopicLocator(client, fetcher, topic=options.metadata_topic,
@@ -152,9 +153,16 @@ class Planner:
         splitter, which only relies on "records before P are <= O" and "records at the next
         entry are > O".  Costs one GET of the index (Aiven: a range of ``.indexes``)."""
         seg = piece.segment
-        if self.fetcher is None:
+        if self.fetcher is None or self._storage_failed is not None:
             return piece
-        index = self.offset_index(seg)
+        try:
+            index = self.offset_index(seg)
+        except RemoteStorageError as exc:
+            # Splitting is an optimisation: the segment stays one piece, and whether storage
+            # can be read at all is the preflight's to say (one clear error, before any task).
+            log.info("offset index of %r not read while planning: %s", seg, exc)
+            self._storage_failed = exc
+            return piece
         if not index:
             return piece
         entries = ((seg.base_offset + rel, pos) for rel, pos in parse_offset_index(index))
@@ -326,12 +334,13 @@ class Planner:
             key = _segment_key(r.segment)
             if key in segments:
                 continue
-            if key not in self._manifest_infos and readers[key] > 1:
+            if key not in self._manifest_infos and readers[key] > 1 and self._storage_failed is None:
                 try:
                     self._manifest_infos[key] = aiven.ManifestInfo.of(self.fetcher.manifest(r.segment))
                 except RemoteStorageError as exc:   # the executors try again, with their fallback
                     log.info("manifest of %r not read while planning: %s", r.segment, exc)
                     self._manifest_infos[key] = None
+                    self._storage_failed = exc      # one failure is enough: no GET per segment
             info = self._manifest_infos.get(key)
             segments[key] = r.segment if info is None else replace(r.segment, manifest_info=info)
         return [ReadTask(t.index, tuple(replace(r, segment=segments[_segment_key(r.segment)])

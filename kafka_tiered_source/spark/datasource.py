@@ -84,12 +84,14 @@ class TaskPartition(InputPartition):
     task: object
     read_id: str | None = None      # one id per planning (per Spark action), for metrics
     tasks_planned: int = 1          # job-level quotas are split over this many tasks
+    driver_totals: object = None    # the driver's storage check's GETs (first partition only)
 
-    def __init__(self, task, read_id=None, tasks_planned=1):
+    def __init__(self, task, read_id=None, tasks_planned=1, driver_totals=None):
         object.__setattr__(self, "task", task)
         object.__setattr__(self, "value", task.index)
         object.__setattr__(self, "read_id", read_id)
         object.__setattr__(self, "tasks_planned", tasks_planned)
+        object.__setattr__(self, "driver_totals", driver_totals)
 
 
 class KafkaTieredReader(DataSourceReader):
@@ -108,15 +110,23 @@ class KafkaTieredReader(DataSourceReader):
 def plan_partitions(options: ReadOptions, row_filter=None) -> list:
     """Plan a read (a batch, or one micro-batch) into Spark partitions, refusing it before any
     GET when its estimate (of what the pushed-down ``row_filter`` leaves) is over
-    ``cost.budget.usd``."""
+    ``cost.budget.usd``, and before any task when remote storage cannot be read (one cheap
+    request, :mod:`~kafka_tiered_source.planning.preflight`)."""
     import uuid
     from ..planning import ReadTask, plan
     from ..planning.estimate import check_budget, estimate_plan
+    from ..planning.preflight import preflight
+    from ..executor.reader import _backend_name
+    from ..metrics.reader import ReaderMetrics, ReadTotals
     planned = plan(options, row_filter)
     check_budget(estimate_plan(planned, options))
-    tasks = planned.tasks or [ReadTask(0, ())]   # Spark wants at least one partition
+    checked = ReaderMetrics(options.client_id, _backend_name(options))
+    tasks = preflight(planned, options, observer=checked) or [ReadTask(0, ())]   # Spark wants one at least
+    # the check's GETs join the read's totals through the first task (every GET is accounted)
+    carried = ReadTotals(checked.snapshot().by_tags)
     read_id = uuid.uuid4().hex
-    return [TaskPartition(t, read_id, len(tasks)) for t in tasks]
+    return [TaskPartition(t, read_id, len(tasks), carried if i == 0 and carried.by_tags else None)
+            for i, t in enumerate(tasks)]
 
 
 def read_partition(options: ReadOptions, partition, accumulator=None, app_id=None, row_filter=None):
@@ -124,6 +134,8 @@ def read_partition(options: ReadOptions, partition, accumulator=None, app_id=Non
     filters) keeps, and report its metrics."""
     from ..executor import TaskReader
     reader = TaskReader(options, tasks_planned=partition.tasks_planned, row_filter=row_filter)
+    if getattr(partition, "driver_totals", None) is not None:
+        reader.metrics.absorb(partition.driver_totals)
     try:
         yield from reader.read(partition.task)
     finally:

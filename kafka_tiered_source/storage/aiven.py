@@ -388,13 +388,6 @@ class SegmentManifest:
 
 
 # --------------------------------------------------------------------------------------------
-# writer side
-
-
-
-
-
-# --------------------------------------------------------------------------------------------
 # reader side
 
 # A compressed segment's chunk table travels with every task that reads the segment; larger
@@ -406,30 +399,32 @@ MAX_SHIPPED_CHUNK_TABLE = 16 * 1024
 class ManifestInfo:
     """What reading a segment's ``.log`` object needs from its manifest, small enough to travel
     with each read task, so that a planner that has read the manifest spares every executor the
-    GET.  ``chunk_table`` is None when the object is the segment itself (no compression);
-    otherwise the transformed chunk sizes in the plugin's own binary table encoding
-    (``ChunkSizesBinaryCodec``: a few bytes per chunk).  Nothing of the encryption metadata is
-    kept: an encrypted manifest gives no ManifestInfo, and the executor refuses it as before."""
+    GET.  ``chunk_table`` is None when the object is the segment itself (no compression, no
+    encryption); otherwise the transformed chunk sizes in the plugin's own binary table encoding
+    (``ChunkSizesBinaryCodec``: a few bytes per chunk).  ``encryption`` is the manifest's (the
+    RSA-wrapped data key and the AAD: useless without the key pair's private key, which never
+    travels); ``compression`` whether chunks are zstd frames (under the encryption)."""
     original_file_size: int
     original_chunk_size: int
     chunk_table: bytes | None = None
+    encryption: EncryptionMetadata | None = None
+    compression: bool = True
 
     @classmethod
     def of(cls, manifest: SegmentManifest) -> "ManifestInfo | None":
-        """The info of a readable manifest; None when it is encrypted or its chunk table is
-        larger than :data:`MAX_SHIPPED_CHUNK_TABLE` (the executor then reads the manifest)."""
-        if manifest.encryption is not None:
-            return None
+        """The info of a manifest; None when its chunk table is larger than
+        :data:`MAX_SHIPPED_CHUNK_TABLE` (the executor then reads the manifest)."""
         ci = manifest.chunk_index
         table = None
-        if manifest.compression:
+        if manifest.compression or manifest.encryption is not None:
             try:
                 table = _encode_chunk_sizes(list(ci.transformed_sizes))
             except (ValueError, struct.error):   # sizes no valid manifest holds: the reader names them
                 return None
             if len(table) > MAX_SHIPPED_CHUNK_TABLE:
                 return None
-        return cls(ci.original_file_size, ci.original_chunk_size, table)
+        return cls(ci.original_file_size, ci.original_chunk_size, table, manifest.encryption,
+                   manifest.compression)
 
     def chunk_index(self, location: str | None = None) -> ChunkIndex | None:
         """The chunk index to detransform with; None when there is nothing to detransform."""
@@ -440,12 +435,12 @@ class ManifestInfo:
 
 
 def require_readable(manifest: SegmentManifest, location: str | None = None) -> None:
-    """Refuse what this reader cannot detransform, naming what is missing."""
+    """Refuse an encrypted manifest where no key ring is at hand, naming its key pair."""
     if manifest.encryption is not None:
         raise SegmentFormatError(
             f"segment is encrypted with key pair id {manifest.encryption.key_id!r}; reading it needs "
-            "that key pair's private key (the plugin's encryption.key.pair.id / encryption.key.pairs "
-            "configuration), which this reader does not support", location=location)
+            "that key pair's private key (remote.storage.aiven.encryption.key.pairs; the plugin's "
+            "encryption.key.pairs)", location=location)
 
 
 def _zstd_capped(data, cap: int, what: str, location) -> bytes:
@@ -473,13 +468,17 @@ def _zstd_capped(data, cap: int, what: str, location) -> bytes:
     return bytes(out)
 
 
-def decompress_chunk(data: bytes, chunk: Chunk, location: str | None = None) -> bytes:
-    """zstd-decompress one transformed chunk, checking it yields exactly its original size."""
+def decompress_chunk(data: bytes, chunk: Chunk, location: str | None = None, *,
+                     size: int | None = None) -> bytes:
+    """zstd-decompress one transformed chunk, checking it yields exactly its original size.
+    ``size``: the length the frame must have when it is not the chunk's transformed size (it
+    was decrypted first)."""
     import zstandard
-    if len(data) != chunk.transformed_size:
+    expected = chunk.transformed_size if size is None else size
+    if len(data) != expected:
         raise SegmentFormatError(
             f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: got "
-            f"{len(data)} bytes, the chunk index says {chunk.transformed_size}", location=location)
+            f"{len(data)} bytes, the chunk index says {expected}", location=location)
     where = f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}"
     # Never let a frame's own claims decide how much memory it gets: bounded first, then exact.
     _zstd_capped(data, chunk.original_size, where, location)

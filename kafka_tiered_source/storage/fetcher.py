@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 
 
 
+# Bytes a transformed chunk may exceed its share of a part by (AES-GCM's IV and tag).
+CHUNK_SLACK = 28
+
 # Error classes a retry may cure.  Timeouts are deliberately absent: a slow store is better
 # left to the broker fallback than waited on again.
 RETRIABLE = (RemoteThrottled, RemoteServerError, RemoteConnectionError)
@@ -104,10 +107,14 @@ class _Part:
 
 @dataclass(frozen=True)
 class _Plan:
-    """How to read one segment: its object, its original size (None: unknown) and chunking."""
+    """How to read one segment: its object, its original size (None: unknown) and chunking.
+    Chunks are decrypted with ``cipher`` (encrypted Aiven segments), then zstd-decompressed
+    when ``compression``."""
     key: str
     size: int | None
     chunk_index: aiven.ChunkIndex | None = None   # set only when chunks must be detransformed
+    compression: bool = True
+    cipher: object | None = None                  # an aiven_crypto.ChunkCipher
 
 
 class RemoteStorageFetcher(abc.ABC):
@@ -248,6 +255,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             self.layout = TemplateLayout(c.template or "", c.prefix)
         self._manifests: OrderedDict[str, aiven.SegmentManifest] = OrderedDict()
         self._local = threading.local()
+        self._keyring = None
 
     # -- backend edge ------------------------------------------------------------------------
     @abc.abstractmethod
@@ -317,16 +325,33 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         with self._lock:
             return self._manifests.get(key)
 
+    def cipher(self, encryption, location: str | None = None):
+        """The chunk cipher of an encrypted manifest's ``encryption``, from the private keys of
+        ``remote.storage.aiven.encryption.key.pairs`` (loaded once per fetcher)."""
+        from .aiven_crypto import KeyRing
+        with self._lock:
+            if self._keyring is None:
+                self._keyring = KeyRing.from_config(self.config)
+            ring = self._keyring
+        try:
+            return ring.cipher(encryption, location)
+        except SegmentFormatError as exc:
+            exc.backend = exc.backend or self.backend
+            raise
+
     def _plan(self, segment) -> _Plan:
         if isinstance(self.layout, AivenLayout):
             key = self.layout.key(segment, aiven.SUFFIX_LOG)
+            loc = self._location(key)
             info = segment.manifest_info
             if info is not None:   # the planner read the manifest: no GET of it here
-                return _Plan(key, info.original_file_size, info.chunk_index(self._location(key)))
+                cipher = self.cipher(info.encryption, loc) if info.encryption is not None else None
+                return _Plan(key, info.original_file_size, info.chunk_index(loc), info.compression, cipher)
             m = self.manifest(segment)
-            aiven.require_readable(m, self._location(key))
             ci = m.chunk_index
-            return _Plan(key, ci.original_file_size, ci if m.compression else None)
+            cipher = self.cipher(m.encryption, loc) if m.encryption is not None else None
+            chunked = m.compression or cipher is not None
+            return _Plan(key, ci.original_file_size, ci if chunked else None, m.compression, cipher)
         return _Plan(self.layout.log_key(segment), segment.size_bytes)
 
     def fetch_index(self, segment, index: str) -> bytes | None:
@@ -336,12 +361,16 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             if entry is None:
                 return None
             key = self.layout.key(segment, aiven.SUFFIX_INDEXES)
-            aiven.require_readable(m, self._location(key))
+            loc = self._location(key)
+            cipher = self.cipher(m.encryption, loc) if m.encryption is not None else None
             data = bytes(self._get(key, entry.position, entry.position + entry.size))
+            if cipher is not None:
+                from .aiven_crypto import open_index
+                return open_index(cipher, data, index, entry, loc, self.backend)
             if len(data) != entry.size:
                 raise SegmentFormatError(
                     f"index {index} at byte position {entry.position}: object holds {len(data)} of "
-                    f"its {entry.size} bytes", location=self._location(key), backend=self.backend)
+                    f"its {entry.size} bytes", location=loc, backend=self.backend)
             return data
         key = self.layout.index_key(segment, index)
         try:
@@ -460,7 +489,9 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         chunks = ci.chunks_for_range(start, ci.original_file_size if end is None else end)
         parts, run, run_bytes = [], [], 0
         for ch in chunks:
-            if run and run_bytes + ch.transformed_size > size:
+            # an encrypted chunk is 28 bytes (IV, tag) longer than what it holds: two 4 MiB
+            # chunks still make one 8 MiB part
+            if run and run_bytes + ch.transformed_size > size + CHUNK_SLACK * (len(run) + 1):
                 parts.append(self._chunk_part(run))
                 run, run_bytes = [], 0
             run.append(ch)
@@ -482,15 +513,24 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             return data
         location = self._location(plan.key)
         if len(data) != part.obj_end - part.obj_start:
-            raise SegmentFormatError(
-                f"object ends at byte position {part.obj_start + len(data)}, the manifest's chunk "
-                f"index expects {part.obj_end}", location=location, backend=self.backend)
-        out = bytearray(part.orig_len)
+            message = (f"object ends at byte position {part.obj_start + len(data)}, the manifest's "
+                       f"chunk index expects {part.obj_end}")
+            if plan.cipher is not None:   # name the chunk cut short; none of it is decrypted
+                from .aiven_crypto import truncated
+                raise truncated(plan.cipher, part.chunks, part.obj_start + len(data), message, location,
+                                self.backend)
+            raise SegmentFormatError(message, location=location, backend=self.backend)
         mv = memoryview(data)
+        if len(part.chunks) == 1 and plan.cipher is not None:   # its plaintext is the part: no copy
+            return plan.cipher.open_chunk(mv, part.chunks[0], plan.compression, location, self.backend)
+        out = bytearray(part.orig_len)
         pos = 0
         for ch in part.chunks:
             rel = ch.transformed_position - part.obj_start
-            out[pos:pos + ch.original_size] = aiven.decompress_chunk(mv[rel:rel + ch.transformed_size], ch, location)
+            chunk = mv[rel:rel + ch.transformed_size]
+            out[pos:pos + ch.original_size] = (
+                aiven.decompress_chunk(chunk, ch, location) if plan.cipher is None
+                else plan.cipher.open_chunk(chunk, ch, plan.compression, location, self.backend))
             pos += ch.original_size
         return out
 

@@ -43,6 +43,10 @@ class EmbeddedCluster:
     broker writes ``__remote_log_metadata`` (``remote_log_metadata_partitions`` partitions) as
     TopicBasedRemoteLogMetadataManager does; ``bump_leader_epoch`` stands for a leadership change
     and ``upload_segment_copy`` for another replica's (off-lineage) upload of a segment.
+    ``encryption_key_pair_id`` and ``encryption_key_pairs`` (``{id: private key PEM file}``) are
+    the Aiven plugin's ``encryption.key.pair.id`` / ``encryption.key.pairs``: with them the aiven
+    layout encrypts what it tiers with the active pair (chunk compression on or off) and reads
+    back segments of every pair.
     """
 
     def __init__(self, data_dir: str, *, remote_storage: str | None = None, layout: str = "aiven",
@@ -56,7 +60,8 @@ class EmbeddedCluster:
                  metrics_port: int | None = None, auto_create_topics: bool = False,
                  telemetry_metrics=(), telemetry_push_interval_ms: int = 5000,
                  consumer_byte_rate: int | None = None, kip1248: bool = True,
-                 remote_log_metadata_partitions: int = 50):
+                 remote_log_metadata_partitions: int = 50, encryption_key_pair_id: str | None = None,
+                 encryption_key_pairs=None):
         self.data_dir = os.path.abspath(data_dir)
         self.storage = BrokerStorage(
             self.data_dir, remote_storage=remote_storage, layout=layout, segment_bytes=segment_bytes,
@@ -65,7 +70,8 @@ class EmbeddedCluster:
             chunk_size=chunk_size, key_prefix=key_prefix, presign=presign, presign_expiry_s=presign_expiry_s,
             s3_endpoint_url=s3_endpoint_url, s3_region=s3_region, s3_access_key_id=s3_access_key_id,
             s3_secret_access_key=s3_secret_access_key, s3_session_token=s3_session_token, broker_id=0,
-            remote_log_metadata_partitions=remote_log_metadata_partitions)
+            remote_log_metadata_partitions=remote_log_metadata_partitions,
+            encryption_key_pair_id=encryption_key_pair_id, encryption_key_pairs=encryption_key_pairs)
         self.coordinator = Coordinator(self.data_dir)
         self.config = ServerConfig(
             host=host, port=port, sasl=SaslConfig.of(sasl), ssl=SslConfig.of(ssl), metrics_port=metrics_port,

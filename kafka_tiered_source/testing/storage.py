@@ -107,7 +107,8 @@ class BrokerStorage:
                  s3_endpoint_url: str | None = None, s3_region: str | None = None,
                  s3_access_key_id: str | None = None, s3_secret_access_key: str | Secret | None = None,
                  s3_session_token: str | Secret | None = None, broker_id: int = 0,
-                 remote_log_metadata_partitions: int = rlm.DEFAULT_PARTITIONS):
+                 remote_log_metadata_partitions: int = rlm.DEFAULT_PARTITIONS,
+                 encryption_key_pair_id: str | None = None, encryption_key_pairs=None):
         if segment_bytes < 14 + 61:
             raise ConfigError(f"segment_bytes {segment_bytes} is too small", option="segment_bytes")
         self.data_dir = os.path.abspath(data_dir)
@@ -118,7 +119,8 @@ class BrokerStorage:
         self.local_retention_ms = local_retention_ms
         self.tiering = TieringConfig(layout=layout, key_prefix=key_prefix, chunk_size=chunk_size,
                                      chunk_compression=chunk_compression, presign=presign,
-                                     broker_id=broker_id)
+                                     broker_id=broker_id, encryption_key_pair_id=encryption_key_pair_id,
+                                     encryption_key_pairs=tuple(dict(encryption_key_pairs or {}).items()))
         self.remote_storage = remote_storage
 
         def secret(v):

@@ -3,8 +3,9 @@ them, and serve reads and KIP-1248 location answers for offsets that only remote
 
 Two object layouts (``layout``):
 
-* ``"aiven"`` — Aiven's tiered-storage plugin: ``.log`` (optionally zstd chunk-compressed),
-  ``.indexes`` and ``.rsm-manifest``, written with :mod:`kafka_tiered_source.storage.aiven`;
+* ``"aiven"`` — Aiven's tiered-storage plugin: ``.log`` (optionally zstd chunk-compressed,
+  optionally encrypted with the active key pair of ``encryption_key_pairs``), ``.indexes`` and
+  ``.rsm-manifest``, written with :mod:`kafka_tiered_source.testing.aiven_writer`;
   custom metadata carries REMOTE_SIZE and OBJECT_KEY (and OBJECT_PREFIX when a prefix is set).
 * ``"kafka-local-tiered"`` — Kafka's LocalTieredStorage: ``.log``, ``.index``, ``.timeindex``,
   ``.txnindex``, ``.snapshot`` and ``.leader_epoch_checkpoint`` per segment; no custom metadata.
@@ -55,11 +56,28 @@ class TieringConfig:
     chunk_compression: bool = False
     presign: bool = False
     broker_id: int = 0
+    # The plugin's encryption.key.pair.id (the active pair, None: no encryption) and
+    # encryption.key.pairs (id -> private key PEM file; the public key is derived from it).
+    encryption_key_pair_id: str | None = None
+    encryption_key_pairs: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self):
+        from ..errors import ConfigError
         if self.layout not in LAYOUTS:
-            from ..errors import ConfigError
             raise ConfigError(f"layout {self.layout!r} is not one of {', '.join(LAYOUTS)}", option="layout")
+        pairs = dict(self.encryption_key_pairs)
+        if self.encryption_key_pair_id is not None:
+            if self.layout != LAYOUT_AIVEN:
+                raise ConfigError("encryption is a feature of the aiven layout", option="encryption_key_pair_id")
+            if self.encryption_key_pair_id not in pairs:
+                raise ConfigError(f"encryption key '{self.encryption_key_pair_id}' must be provided in "
+                                  f"encryption_key_pairs", option="encryption_key_pair_id")
+
+    def keyring(self):
+        """The broker's own reader of its encrypted segments."""
+        from ..options.encryption import KeyPairSource
+        from ..storage.aiven_crypto import KeyRing
+        return KeyRing(tuple(KeyPairSource(k, "file", path) for k, path in self.encryption_key_pairs))
 
 
 @dataclass
@@ -82,6 +100,7 @@ class RemoteSegmentMetadata:
     chunk_compression: bool = False
     state: str = COPY_FINISHED
     broker_id: int = 0
+    encrypted: bool = False
 
     @cached_property
     def segment_id_bytes(self) -> bytes:
@@ -140,6 +159,7 @@ class RemotePartition:
         self.config = config
         self.segments: list[RemoteSegmentMetadata] = []
         self._cache: dict[tuple[str, str], object] = {}
+        self._keyring = None
         self.index_dir = os.path.join(directory, INDEX_DIR)
         self._load()
 
@@ -275,17 +295,21 @@ class RemotePartition:
             base_offset=base_offset, end_offset=last_offset, size_bytes=len(data),
             max_timestamp=max_ts, event_timestamp=event_ms or int(time.time() * 1000),
             layout=cfg.layout, log_key="", leader_epochs=epochs, txn_index_empty=not txn,
-            chunk_compression=cfg.layout == LAYOUT_AIVEN and cfg.chunk_compression, broker_id=cfg.broker_id)
+            chunk_compression=cfg.layout == LAYOUT_AIVEN and cfg.chunk_compression, broker_id=cfg.broker_id,
+            encrypted=cfg.layout == LAYOUT_AIVEN and cfg.encryption_key_pair_id is not None)
         if self.events is not None:
             self.events.copy_started(meta, self.leader_epoch())
         if cfg.layout == LAYOUT_AIVEN:
             stem = aiven.main_path(self.topic, self.topic_id, self.partition, base_offset, seg_id)
             log_key = f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_LOG}"
-            obj, chunk_index = aiven_writer.transform_chunks(data, cfg.chunk_size, cfg.chunk_compression)
+            enc = (aiven_writer.SegmentEncryption.new(
+                cfg.encryption_key_pair_id, dict(cfg.encryption_key_pairs)[cfg.encryption_key_pair_id])
+                if meta.encrypted else None)
+            obj, chunk_index = aiven_writer.transform_chunks(data, cfg.chunk_size, cfg.chunk_compression, enc)
             blob, seg_indexes = aiven_writer.build_indexes(offset_index, time_index, b"", checkpoint,
-                                                    txn if txn else None)
+                                                           txn if txn else None, enc)
             manifest = aiven.SegmentManifest(
-                chunk_index, seg_indexes, cfg.chunk_compression, None,
+                chunk_index, seg_indexes, cfg.chunk_compression, enc.metadata if enc else None,
                 aiven_writer.remote_log_segment_metadata_json(
                     topic=self.topic, topic_id=self.topic_id, partition=self.partition,
                     segment_id=seg_id, start_offset=base_offset, end_offset=last_offset,
@@ -361,16 +385,25 @@ class RemotePartition:
         if key not in self._cache:
             mkey = meta.log_key[: -len(aiven.SUFFIX_LOG)] + aiven.SUFFIX_MANIFEST
             m = aiven.SegmentManifest.from_json(self.store.get(mkey), location=self.store.location(mkey))
-            aiven.require_readable(m, self.store.location(mkey))
+            if m.encryption is None or not self.config.encryption_key_pairs:
+                aiven.require_readable(m, self.store.location(mkey))
             self._cache[key] = m
         return self._cache[key]
 
+    def _cipher(self, manifest, location):
+        if manifest.encryption is None:
+            return None
+        if self._keyring is None:
+            self._keyring = self.config.keyring()
+        return self._keyring.cipher(manifest.encryption, location)
+
     def fetch_range(self, meta, start: int, end: int) -> tuple[bytes, int]:
         """Original segment bytes [start, end) and the number of bytes fetched from the store."""
-        if not meta.chunk_compression:
+        if not meta.chunk_compression and not meta.encrypted:
             data = self.store.get(meta.log_key, start, end)
             return data, len(data)
-        ci = self._manifest(meta).chunk_index
+        manifest = self._manifest(meta)
+        ci = manifest.chunk_index
         chunks = ci.chunks_for_range(start, end)
         if not chunks:
             return b"", 0
@@ -378,9 +411,14 @@ class RemotePartition:
         t1 = chunks[-1].transformed_position + chunks[-1].transformed_size
         raw = self.store.get(meta.log_key, t0, t1)
         loc = self.store.location(meta.log_key)
-        plain = b"".join(aiven.decompress_chunk(raw[c.transformed_position - t0:
-                                                    c.transformed_position - t0 + c.transformed_size], c, loc)
-                         for c in chunks)
+        cipher = self._cipher(manifest, loc)
+
+        def plain_chunk(c):
+            data = raw[c.transformed_position - t0:c.transformed_position - t0 + c.transformed_size]
+            if cipher is not None:
+                return cipher.open_chunk(data, c, manifest.compression, loc)
+            return aiven.decompress_chunk(data, c, loc)
+        plain = b"".join(plain_chunk(c) for c in chunks)
         o0 = chunks[0].original_position
         return plain[start - o0:end - o0], len(raw)
 
