@@ -155,12 +155,15 @@ class ReadTotals:
     takes.  Merging is exact (sums, fixed-bucket histograms)."""
 
     def __init__(self, by_tags: dict | None = None, tasks: int = 0, read_id: str | None = None,
-                 cost=None, app_id: str | None = None):
+                 cost=None, app_id: str | None = None, tasks_planned: int | None = None):
         self.by_tags: dict[tuple, ReadStats] = dict(by_tags or {})
         self.tasks = tasks
         self.read_id = read_id
         self.cost = cost          # a kafka_tiered_source.cost.CostModel, from the read's options
         self.app_id = app_id
+        # the read's planned task count, where the channel knows it (a metrics directory):
+        # fewer ``tasks`` than this means some tasks' totals were not found
+        self.tasks_planned = tasks_planned
 
     def stats(self, tags: tuple) -> ReadStats:
         s = self.by_tags.get(tags)
@@ -175,6 +178,8 @@ class ReadTotals:
         self.read_id = self.read_id or other.read_id
         self.cost = self.cost if self.cost is not None else other.cost
         self.app_id = self.app_id or other.app_id
+        if other.tasks_planned is not None:
+            self.tasks_planned = max(self.tasks_planned or 0, other.tasks_planned)
         return self
 
     def total(self, **match) -> ReadStats:
