@@ -63,6 +63,14 @@ def options(c, iso="read_uncommitted", **extra) -> dict:
             "remote.storage.uri": f"file://{c.remote_dir}", "partition.target.bytes": str(2_000_000), **extra}
 
 
+def orders0(c, **extra) -> dict:
+    """orders-0 alone: ~5 MB of segments, so three 2 MB tasks."""
+    opts = options(c, **extra)
+    del opts["subscribe"]
+    opts["assign"] = json.dumps({"orders": [0]})
+    return opts
+
+
 def assert_exact(got: dict, committed: bool) -> None:
     assert sorted(got) == sorted(f"{t}-{p}" for t, p in FIXTURE_PARTITIONS)
     for t, p in FIXTURE_PARTITIONS:
@@ -193,8 +201,10 @@ result = {"errors": errors, "new_reads": len(kts.read_history(spark)) - before}
 
 
 def test_a_stream_catches_up_on_connect_and_its_micro_batches_report(connect, cluster, metrics_base, tmp_path):
-    opts = options(cluster, startingOffsets="earliest", maxOffsetsPerTrigger="5000")
+    opts = options(cluster, startingOffsets="earliest", maxOffsetsPerTrigger="600")
     opts.pop("partition.target.bytes")
+    opts.pop("subscribe")
+    opts["assign"] = json.dumps({"payments": [0]})
     got = connect.run("""
 kts.register(spark, metrics_dir=vars["base"])
 before = set(kts.read_history(spark).reads)
@@ -207,9 +217,10 @@ reads = [t for k, t in kts.read_history(spark).reads.items() if k not in before]
 result = {"rows": got, "records": sum(t.total().records for t in reads), "reads": len(reads),
           "remote_bytes": sum(t.total().remote_bytes for t in reads)}
 """, opts=opts, checkpoint=str(tmp_path / "checkpoint"), base=metrics_base)
-    assert_exact(got["rows"], committed=False)
-    assert got["reads"] >= 3            # 14k records at 5,000 per micro-batch
-    assert got["records"] == expected_count(False)
+    assert list(got["rows"]) == ["payments-0"]
+    assert got["rows"]["payments-0"] == expected_rows("payments", 0, False)
+    assert got["reads"] >= 3            # ~1,400 offsets at 600 per micro-batch
+    assert got["records"] == len(expected_rows("payments", 0, False))
     assert got["remote_bytes"] > 0
 
 
@@ -221,8 +232,8 @@ n = df.count()
 st = kts.last_read_stats(s)
 result = {"count": n, "read_id": st.read_id, "records": st.total().records, "tasks": st.tasks,
           "session": s.session_id}
-""", opts=options(cluster, **{"kafka.isolation.level": "read_committed"}))
-    assert got["count"] == got["records"] == expected_count(True)
+""", opts=orders0(cluster, **{"kafka.isolation.level": "read_committed"}))
+    assert got["count"] == got["records"] == len(expected_rows("orders", 0, True))
     session_dir = os.path.join(tempfile.gettempdir(), "kafka-tiered-metrics", got["session"])
     try:
         assert len(os.listdir(os.path.join(session_dir, got["read_id"]))) == got["tasks"] > 1
@@ -237,9 +248,9 @@ s = spark.newSession()
 n = s.read.format("kafka-tiered").options(**vars["opts"]).load().count()
 result = {"count": n, "none": kts.last_read_stats(s) is None,
           "records": kts.last_read_stats(s, metrics_dir=vars["where"]).total().records}
-""", opts=options(cluster, **{"metrics.dir": where}), where=where)
+""", opts=orders0(cluster, **{"metrics.dir": where}), where=where)
     # the unregistered session has no channel of its own; the read's metrics.dir has the totals
     assert got["none"] is True
-    assert got["count"] == got["records"] == expected_count(False)
+    assert got["count"] == got["records"] == len(expected_rows("orders", 0, False))
     assert json.loads(open(next(os.path.join(dp, f) for dp, _, fs in os.walk(where) for f in fs)).read())["outcome"] \
         == "completed"

@@ -113,8 +113,8 @@ def install(spark, metrics_dir: str | None = None) -> None:
     :func:`read_history` here, and its default ``client.id`` is the application name.
     ``metrics_dir``: the base of the session's metrics directory (Connect; optional on classic,
     where the accumulator is the channel and the files are an extra copy)."""
+    check_format(spark)       # before importing the data source: Spark 3.x has no pyspark.sql.datasource
     from .datasource import KafkaTieredDataSource
-    check_format(spark)
     attrs = {"_kts_app_name": app_name(spark), "_kts_app_id": app_id(spark), "__module__": __name__,
              # not an attribute of this module: cloudpickle then ships the class by value
              "__qualname__": "KafkaTieredDataSource<tracked>"}
