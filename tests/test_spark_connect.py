@@ -224,33 +224,30 @@ result = {"rows": got, "records": sum(t.total().records for t in reads), "reads"
     assert got["remote_bytes"] > 0
 
 
-def test_unregistered_session_reads_with_read_and_finds_its_metrics_in_the_default_directory(connect, cluster):
+def test_an_unregistered_session_finds_read_metrics_in_the_default_directory_and_a_read_s_own(connect, cluster,
+                                                                                              tmp_path):
+    where = str(tmp_path / "own")
     got = connect.run("""
 s = spark.newSession()
-df = kts.read(s, vars["opts"])
-n = df.count()
+n = kts.read(s, vars["committed"]).count()
 st = kts.last_read_stats(s)
 result = {"count": n, "read_id": st.read_id, "records": st.total().records, "tasks": st.tasks,
           "session": s.session_id}
-""", opts=orders0(cluster, **{"kafka.isolation.level": "read_committed"}))
+# the format, unregistered in this session: no channel of its own, but the read's metrics.dir
+result["format_count"] = s.read.format("kafka-tiered").options(**vars["own"]).load().count()
+own = kts.last_read_stats(s, metrics_dir=vars["where"])
+result["own_records"], result["own_tasks"] = own.total().records, own.tasks
+result["latest_is_still_read"] = kts.last_read_stats(s).read_id == st.read_id
+""", committed=orders0(cluster, **{"kafka.isolation.level": "read_committed"}),
+                      own=orders0(cluster, **{"metrics.dir": where}), where=where)
     assert got["count"] == got["records"] == len(expected_rows("orders", 0, True))
     session_dir = os.path.join(tempfile.gettempdir(), "kafka-tiered-metrics", got["session"])
     try:
         assert len(os.listdir(os.path.join(session_dir, got["read_id"]))) == got["tasks"] > 1
     finally:
         shutil.rmtree(session_dir, ignore_errors=True)
-
-
-def test_metrics_of_a_read_with_its_own_metrics_dir(connect, cluster, tmp_path):
-    where = str(tmp_path / "own")
-    got = connect.run("""
-s = spark.newSession()
-n = s.read.format("kafka-tiered").options(**vars["opts"]).load().count()
-result = {"count": n, "none": kts.last_read_stats(s) is None,
-          "records": kts.last_read_stats(s, metrics_dir=vars["where"]).total().records}
-""", opts=orders0(cluster, **{"metrics.dir": where}), where=where)
-    # the unregistered session has no channel of its own; the read's metrics.dir has the totals
-    assert got["none"] is True
-    assert got["count"] == got["records"] == len(expected_rows("orders", 0, False))
-    assert json.loads(open(next(os.path.join(dp, f) for dp, _, fs in os.walk(where) for f in fs)).read())["outcome"] \
-        == "completed"
+    assert got["format_count"] == got["own_records"] == len(expected_rows("orders", 0, False))
+    assert got["latest_is_still_read"]
+    files = [os.path.join(dp, f) for dp, _, fs in os.walk(where) for f in fs]
+    assert len(files) == got["own_tasks"] > 1
+    assert {json.loads(open(f).read())["outcome"] for f in files} == {"completed"}
