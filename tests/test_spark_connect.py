@@ -229,10 +229,11 @@ def test_an_unregistered_session_finds_read_metrics_in_the_default_directory_and
     where = str(tmp_path / "own")
     got = connect.run("""
 s = spark.newSession()
+before = kts.last_read_stats(s)
 n = kts.read(s, vars["committed"]).count()
 st = kts.last_read_stats(s)
 result = {"count": n, "read_id": st.read_id, "records": st.total().records, "tasks": st.tasks,
-          "session": s.session_id}
+          "session": s.session_id, "before": before is None}
 # the format, unregistered in this session: no channel of its own, but the read's metrics.dir
 result["format_count"] = s.read.format("kafka-tiered").options(**vars["own"]).load().count()
 own = kts.last_read_stats(s, metrics_dir=vars["where"])
@@ -240,6 +241,7 @@ result["own_records"], result["own_tasks"] = own.total().records, own.tasks
 result["latest_is_still_read"] = kts.last_read_stats(s).read_id == st.read_id
 """, committed=orders0(cluster, **{"kafka.isolation.level": "read_committed"}),
                       own=orders0(cluster, **{"metrics.dir": where}), where=where)
+    assert got["before"] is True        # a new session has read nothing
     assert got["count"] == got["records"] == len(expected_rows("orders", 0, True))
     session_dir = os.path.join(tempfile.gettempdir(), "kafka-tiered-metrics", got["session"])
     try:
