@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,11 +24,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def neutral_env() -> dict:
+    """This process's environment without what points at the checkout or this venv (the Spark
+    tests put the checkout on PYTHONPATH)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), ROOT], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    egg_info = os.path.join(ROOT, "kafka_tiered_source.egg-info")
+    had_egg_info = os.path.exists(egg_info)
+    try:
+        done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), ROOT], cwd=ROOT,
+                              env=neutral_env(), capture_output=True, text=True, timeout=600)
+    finally:
+        if not had_egg_info:   # the sdist step leaves one; with the checkout on a path it shadows installs
+            shutil.rmtree(egg_info, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     sdists, wheels = glob.glob(str(out / "*.tar.gz")), glob.glob(str(out / "*.whl"))
     assert len(sdists) == 1 and len(wheels) == 1, os.listdir(out)
@@ -63,10 +77,11 @@ def cluster(tmp_path_factory):
 def test_a_fresh_venv_with_only_the_wheel_and_pyspark_reads_a_tiered_topic(dist, cluster, tmp_path):
     _, wheel = dist
     venv = tmp_path / "venv"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], check=True)
+    env = neutral_env()
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], check=True, env=env)
     python = str(venv / "bin" / "python")
     done = subprocess.run([python, "-m", "pip", "install", "--quiet", wheel, f"pyspark=={pyspark.__version__}"],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     neutral = tmp_path / "neutral"
@@ -89,7 +104,6 @@ def test_a_fresh_venv_with_only_the_wheel_and_pyspark_reads_a_tiered_topic(dist,
                                      "decoder": kts.decoder_backend()}}))
         spark.stop()
     """)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSTARTUP", "VIRTUAL_ENV")}
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = python
     run = subprocess.run([python, "-c", script], cwd=neutral, env=env, capture_output=True, text=True, timeout=300)
     errors = [ln for ln in run.stderr.splitlines() if "Exception" in ln or "Error" in ln][:5]
