@@ -42,7 +42,11 @@ def cluster(tmp_path_factory):
 def connect(tmp_path_factory):
     base = tmp_path_factory.mktemp("connect-session")
     env = {**os.environ, **spark_env()}
-    with connect_server(base, env) as url:
+    # The server runs from a neutral directory without the checkout on PYTHONPATH: its Python
+    # workers find the installed package (and the format, through pyspark_kafka_tiered) by
+    # themselves.  The client has the tests directory on its path for spark_helpers.
+    server_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    with connect_server(base, server_env) as url:
         worker = SessionWorker(sys.executable, "connect", url, APP, str(base / "client.log"), env=env)
         try:
             assert worker.info["type"].startswith("pyspark.sql.connect"), worker.info
