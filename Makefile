@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON        := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: install demo test test-native test-pure bench clean
+.PHONY: install demo test test-native test-pure bench clean spark35
 
 install: $(STAMP)
 
@@ -23,9 +23,14 @@ $(STAMP): pyproject.toml setup.py package.json $(wildcard native/*.c native/*.h)
 demo: install
 	$(BIN)/python examples/backfill.py
 
+# The second venv the Spark 3.5 tests run in (.venv-spark35: pyspark 3.5 + this checkout,
+# editable); made once, remade when tests/spark35_venv.py's requirements or the packaging change.
+spark35: install
+	$(BIN)/python tests/spark35_venv.py
+
 # The whole suite with the native decoder, then every test that decodes records again with the
 # pure-Python reference decoder (KAFKA_TIERED_NO_EXTENSIONS=1), as aiokafka does.
-test: install
+test: install spark35
 	$(BIN)/python -m pytest
 	KAFKA_TIERED_NO_EXTENSIONS=1 $(BIN)/python -m pytest -m "decoder"
 
@@ -33,4 +38,4 @@ bench: install
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf build $(VENV) node_modules *.egg-info kafka_tiered_source/_native*.so
+	rm -rf build dist $(VENV) .venv-spark35 node_modules *.egg-info kafka_tiered_source/_native*.so

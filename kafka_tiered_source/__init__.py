@@ -19,6 +19,7 @@ from .errors import (
     ProtocolError,
     RemoteStorageError,
     SegmentFormatError,
+    UnsupportedSparkError,
 )
 
 __version__ = "0.1.0"
@@ -27,8 +28,8 @@ __all__ = [
     "__version__",
     "BrokerError", "BudgetExceededError", "ConfigError", "CorruptRecordError", "DataLossError",
     "DecompressionLimitError", "KafkaTieredError", "OfflinePlanningError", "ProtocolError",
-    "RemoteStorageError", "SegmentFormatError",
-    "decode", "decoder_backend", "register",
+    "RemoteStorageError", "SegmentFormatError", "UnsupportedSparkError",
+    "decode", "decoder_backend", "read", "register",
     "cost_report", "estimate", "last_read_stats", "read_history", "describe_read",
 ]
 
@@ -45,28 +46,50 @@ def decoder_backend() -> str:
     return _backend()
 
 
-def register(spark) -> None:
-    """Register the ``kafka-tiered`` format with a ``SparkSession`` (Spark also registers it by
-    itself when the package is installed, through the top-level ``pyspark_kafka_tiered``).
+def register(spark, metrics_dir: str | None = None) -> None:
+    """Register the ``kafka-tiered`` format with a ``SparkSession``, classic or Spark Connect
+    (Spark also registers it by itself when the package is installed, through the top-level
+    ``pyspark_kafka_tiered``).  Spark 4.0+; on Spark 3.4/3.5 use :func:`read`.
 
-    Registering explicitly also brings every task's metrics back to this driver (a Spark
-    accumulator: :func:`last_read_stats`) and makes the application name the default
-    ``client.id``."""
+    Registering explicitly also brings every task's metrics back to this caller
+    (:func:`last_read_stats`) and makes the application name the default ``client.id``.  On a
+    classic session the metrics travel in a Spark accumulator; on Spark Connect, which has none,
+    each task writes them under a metrics directory that a small Spark job reads back on the
+    cluster: ``metrics_dir`` (a path or fsspec URL every executor can write, e.g. ``s3://bucket/kt-metrics``
+    or ``/Volumes/...``; the session's files go to ``<metrics_dir>/<session id>/<read id>/``),
+    by default each machine's temp directory (local mode, single-machine clusters)."""
     from .spark.metrics import install
-    install(spark)
+    install(spark, metrics_dir)
 
 
-def last_read_stats(spark):
+def read(spark, options: dict | None = None, **kw):
+    """The ``kafka-tiered`` read as a plain DataFrame, without the format: Spark 3.4+ (including
+    3.5, which has no Python data source API), classic or Connect.  Same options and schema as
+    ``spark.read.format("kafka-tiered")``; planned now, in this process, and run as
+    ``mapInArrow`` with one Spark partition per planned task (see
+    :mod:`kafka_tiered_source.spark.read_api`).  Options as a dict and/or keywords::
+
+        df = kafka_tiered_source.read(spark, {"kafka.bootstrap.servers": "broker:9092",
+                                              "remote.storage.uri": "s3://tiered/kt"},
+                                      subscribe="orders")
+    """
+    from .spark.read_api import read as _read
+    return _read(spark, options, **kw)
+
+
+def last_read_stats(spark, metrics_dir: str | None = None):
     """The totals (:class:`~kafka_tiered_source.metrics.reader.ReadTotals`) of the latest
-    ``kafka-tiered`` read of this session (after :func:`register`); None before any."""
+    ``kafka-tiered`` read of this session (after :func:`register`, or by :func:`read`); None
+    before any.  ``metrics_dir``: the latest read recorded under that directory instead (a
+    read's own ``metrics.dir`` option)."""
     from .spark.metrics import last_read_stats as _last
-    return _last(spark)
+    return _last(spark, metrics_dir)
 
 
-def read_history(spark):
+def read_history(spark, metrics_dir: str | None = None):
     """Every read's totals in this session, by read id (oldest first)."""
     from .spark.metrics import read_history as _history
-    return _history(spark)
+    return _history(spark, metrics_dir)
 
 
 def cost_report(stats, model=None, **rates):

@@ -197,3 +197,8 @@ class UnsupportedVersionError(ProtocolError):
     def __init__(self, message, *, header=None):
         super().__init__(message)
         self.header = header
+
+
+class UnsupportedSparkError(KafkaTieredError, RuntimeError):
+    """The Spark session cannot run what was asked: a Spark version outside the supported
+    range, or the ``kafka-tiered`` format on a Spark without the Python data source API."""

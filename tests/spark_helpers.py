@@ -22,8 +22,6 @@ import contextlib
 
 import base64
 
-from broker_fixtures import fixture_expected
-
 
 def b64(value):
     return None if value is None else base64.b64encode(bytes(value)).decode("ascii")
@@ -58,6 +56,9 @@ def collect_rows(df) -> dict:
 
 
 def expected_rows(topic: str, partition: int, committed: bool, *, headers: bool = True) -> list:
+    # imported here: the session workers (tests/session_worker.py) import this module in
+    # interpreters without pytest, where only collect_rows is used
+    from broker_fixtures import fixture_expected
     rows = []
     for e in fixture_expected(topic, partition, committed):
         row = {k: e[k] for k in ("offset", "timestamp", "timestampType", "key", "value")}

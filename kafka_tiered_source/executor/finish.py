@@ -1,6 +1,8 @@
-"""The end of one read task: its totals go to the driver's accumulator, to the optional
-``metrics.jsonl.path`` file (one JSON line per task) and, when the broker subscribes, to the
-broker as a KIP-714 push.  None of this may fail the task: errors are logged.
+"""The end of one read task: its totals go to the driver's accumulator (classic Spark), to the
+read's metrics directory (Spark Connect, or ``metrics.dir``: one file per task under the read
+id, :mod:`kafka_tiered_source.metrics.directory`), to the optional ``metrics.jsonl.path`` file
+(one JSON line per task) and, when the broker subscribes, to the broker as a KIP-714 push.
+None of this may fail the task: errors are logged.
 
 ``metrics.jsonl.path`` is a path on the host that runs the task (an executor's local disk, or
 a shared mount on a cluster); tasks append to it, one line each."""
@@ -15,9 +17,12 @@ log = logging.getLogger(__name__)
 
 
 def finish_task(reader, *, accumulator=None, read_id: str | None = None, task_index: int | None = None,
-                app_id: str | None = None):
+                app_id: str | None = None, metrics_dir: str | None = None, tasks_planned: int | None = None,
+                outcome: str = "completed", attempt: str | None = None):
     """Report what ``reader`` (a :class:`~kafka_tiered_source.executor.reader.TaskReader`) did;
-    returns its :class:`~kafka_tiered_source.metrics.reader.ReadTotals`."""
+    returns its :class:`~kafka_tiered_source.metrics.reader.ReadTotals`.  ``metrics_dir`` (the
+    resolved directory; ``options.metrics_dir`` when not given) gets one file for this attempt,
+    with its ``outcome`` (completed, stopped, failed) and ``attempt`` tag."""
     options = reader.options
     totals = reader.metrics.snapshot()
     totals.read_id = read_id
@@ -34,7 +39,16 @@ def finish_task(reader, *, accumulator=None, read_id: str | None = None, task_in
                         started=reader.metrics.started)
         except OSError as exc:
             log.warning("cannot append task metrics to %s: %s", options.metrics_jsonl_path, exc)
-    if accumulator is not None:
+    metrics_dir = metrics_dir or options.metrics_dir
+    if metrics_dir:
+        from ..metrics.directory import task_record, write_task
+        try:
+            write_task(metrics_dir, task_record(totals, task_index=task_index, tasks_planned=tasks_planned,
+                                                outcome=outcome, attempt=attempt,
+                                                started=reader.metrics.started))
+        except Exception as exc:   # a missing filesystem package, no permission, a full disk
+            log.warning("cannot write task metrics under %s: %s", metrics_dir, exc)
+    if accumulator is not None and outcome != "failed":
         accumulator.add(totals)
     return totals
 

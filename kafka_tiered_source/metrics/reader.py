@@ -167,7 +167,9 @@ class ReadTotals:
                  cost=None, app_id: str | None = None, tasks_planned: int = 0):
         self.by_tags: dict[tuple, ReadStats] = dict(by_tags or {})
         self.tasks = tasks
-        self.tasks_planned = tasks_planned   # the tasks the read was planned into (0: unknown)
+        # the tasks the read was planned into (0: unknown): fewer ``tasks`` than this means
+        # some tasks have not reported (yet), or reported where this channel cannot see
+        self.tasks_planned = tasks_planned or 0
         self.read_id = read_id
         self.cost = cost          # a kafka_tiered_source.cost.CostModel, from the read's options
         self.app_id = app_id
@@ -182,7 +184,7 @@ class ReadTotals:
         for tags, s in other.by_tags.items():
             self.stats(tags).add(s)
         self.tasks += other.tasks
-        self.tasks_planned = max(self.tasks_planned, getattr(other, "tasks_planned", 0))
+        self.tasks_planned = max(self.tasks_planned, getattr(other, "tasks_planned", 0) or 0)
         self.read_id = self.read_id or other.read_id
         self.cost = self.cost if self.cost is not None else other.cost
         self.app_id = self.app_id or other.app_id

@@ -167,6 +167,7 @@ class ReadOptions:
     cost: CostModel = field(default_factory=CostModel)       # cost.*
     quota: QuotaConfig = field(default_factory=QuotaConfig)  # quota.*
     metrics_jsonl_path: str | None = None   # metrics.jsonl.path: one JSON line per task
+    metrics_dir: str | None = None          # metrics.dir: one file per task, by read id
     telemetry_push: bool = True             # telemetry.push.enabled (KIP-714 push to the broker)
     streaming: bool = False                 # parsed for readStream (the rate limits below apply)
     max_offsets_per_trigger: int | None = None
@@ -364,6 +365,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
                           opt("quota.job.remote.bytes.per.second"),
                           opt("quota.job.remote.requests.per.second")),
         metrics_jsonl_path=opt("metrics.jsonl.path"),
+        metrics_dir=opt("metrics.dir"),
         telemetry_push=opt("telemetry.push.enabled"),
         streaming=streaming,
         max_offsets_per_trigger=opt("maxOffsetsPerTrigger") if streaming else None,

@@ -183,6 +183,9 @@ OPTIONS: tuple[Option, ...] = (
     O("quota.job.remote.requests.per.second", "quota", "job GET rate, split over the tasks",
       partial(v.number, positive=True)),
     O("metrics.jsonl.path", "metrics", "each task appends its metrics here as a JSON line", v.nonempty),
+    O("metrics.dir", "metrics", "each task writes its metrics under `<dir>/<read id>/`, where `last_read_stats` "
+      "finds them without an accumulator (Spark Connect): a path or fsspec URL every executor can write "
+      "(default on Connect after `register()`: each machine's temp directory)", v.nonempty),
     O("telemetry.push.enabled", "metrics", "push task metrics to the broker (KIP-714) when it asks",
       SPARK_BOOL, True),
 )

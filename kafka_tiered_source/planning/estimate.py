@@ -139,6 +139,6 @@ def _estimate(spark, options, row_filter, **kw) -> Estimate:
     opts = dict(options or {})
     opts.update(kw)
     if spark is not None and not any(str(k).lower() in ("client.id", "kafka.client.id") for k in opts):
-        opts["client.id"] = spark.sparkContext.appName
+        opts["client.id"] = spark.conf.get("spark.app.name")   # classic and Connect alike
     read_options = ReadOptions.parse(opts)
     return estimate_plan(plan(read_options, row_filter), read_options)

@@ -23,6 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from ..options import ReadOptions
 from ..options.read import log_ignored
 from .schema import ddl
+from .metrics import with_metrics_dir
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,10 @@ class KafkaTieredDataSource(DataSource):
     _kts_accumulator = None
     _kts_app_name = None
     _kts_app_id = None
+    # Set by register(spark) on Spark Connect (no accumulator there): the session's metrics
+    # directory, or the session id whose default directory the tasks write to (spark/metrics.py).
+    _kts_metrics_dir = None
+    _kts_session = None
 
     def __init__(self, options):
         if self._kts_app_name and not any(str(k).lower() in ("client.id", "kafka.client.id")
@@ -48,7 +53,8 @@ class KafkaTieredDataSource(DataSource):
         # The same source serves spark.read and spark.readStream, and Spark does not say which
         # when it creates it: the options are checked as a batch read's (errors surface at
         # load()), and streamReader() parses them again as a stream's.
-        self.read_options = ReadOptions.parse(options, warn_ignored=False)
+        self.read_options = with_metrics_dir(ReadOptions.parse(options, warn_ignored=False),
+                                             self._kts_metrics_dir, self._kts_session)
         storage = self.read_options.storage
         if self.read_options.fetch_remote_enabled and storage.configured:
             # An unknown fetcher name or class is an options error too: find it at load time,
@@ -74,7 +80,8 @@ class KafkaTieredDataSource(DataSource):
 
     def streamReader(self, schema):
         from .stream import KafkaTieredStreamReader
-        return KafkaTieredStreamReader(ReadOptions.parse(self.options, streaming=True),
+        return KafkaTieredStreamReader(with_metrics_dir(ReadOptions.parse(self.options, streaming=True),
+                                                        self._kts_metrics_dir, self._kts_session),
                                        self._kts_accumulator, self._kts_app_id)
 
 
@@ -113,34 +120,18 @@ def plan_partitions(options: ReadOptions, row_filter=None) -> list:
     ``cost.budget.usd``, and before any task when remote storage cannot be read (one cheap
     request, :mod:`~kafka_tiered_source.planning.preflight`)."""
     import uuid
-    from ..planning import ReadTask, plan
-    from ..planning.estimate import check_budget, estimate_plan
-    from ..planning.preflight import preflight
-    from ..executor.reader import _backend_name
-    from ..metrics.reader import ReaderMetrics, ReadTotals
-    planned = plan(options, row_filter)
-    check_budget(estimate_plan(planned, options))
-    checked = ReaderMetrics(options.client_id, _backend_name(options))
-    tasks = preflight(planned, options, observer=checked) or [ReadTask(0, ())]   # Spark wants one at least
-    # the check's GETs join the read's totals through the first task (every GET is accounted)
-    carried = ReadTotals(checked.snapshot().by_tags)
+    from .planned import plan_checked
+    tasks, carried = plan_checked(options, row_filter)
     read_id = uuid.uuid4().hex
-    return [TaskPartition(t, read_id, len(tasks), carried if i == 0 and carried.by_tags else None)
+    return [TaskPartition(t, read_id, len(tasks), carried if i == 0 else None)
             for i, t in enumerate(tasks)]
 
 
 def read_partition(options: ReadOptions, partition, accumulator=None, app_id=None, row_filter=None):
     """Run one planned task (executor side), keeping the rows ``row_filter`` (pushed-down
     filters) keeps, and report its metrics."""
-    from ..executor import TaskReader
-    reader = TaskReader(options, tasks_planned=partition.tasks_planned, row_filter=row_filter)
-    if getattr(partition, "driver_totals", None) is not None:
-        reader.metrics.absorb(partition.driver_totals)
-    try:
-        yield from reader.read(partition.task)
-    finally:
-        try:
-            reader.finish(accumulator=accumulator, read_id=partition.read_id,
-                          task_index=partition.task.index, app_id=app_id)
-        finally:
-            reader.close()
+    from ..executor.run import run_task
+    from .session import task_attempt
+    return run_task(options, partition.task, read_id=partition.read_id, tasks_planned=partition.tasks_planned,
+                    accumulator=accumulator, app_id=app_id, attempt=task_attempt(), row_filter=row_filter,
+                    driver_totals=getattr(partition, "driver_totals", None))

@@ -1,70 +1,177 @@
-"""Driver side: a Spark accumulator that totals every task's metrics.
+"""How every task's totals reach the caller's :func:`last_read_stats` / :func:`read_history`.
 
-Spark 4.3 runs a Python data source's ``__init__``/``schema()`` and ``partitions()`` in worker
-processes, never in the driver's Python process, so the data source itself cannot create an
-accumulator (there is no SparkContext there).  :func:`install` (called by
-``kafka_tiered_source.register(spark)``) creates it on the driver and registers a subclass of
-the data source that carries it (cloudpickle ships the dynamically made class by value, the
-accumulator inside it), together with the application name (the default ``client.id``) and id.
-Tasks add their :class:`~kafka_tiered_source.metrics.reader.ReadTotals` to it in ``read()``; the driver reads them back
-with :func:`last_read_stats` / :func:`read_history`.
+Classic Spark (a SparkContext in this process): a Spark accumulator.  Spark 4.3 runs a Python
+data source's ``__init__``/``schema()`` and ``partitions()`` in worker processes, never in the
+driver's Python process, so the data source itself cannot create one (there is no SparkContext
+there).  :func:`install` (called by ``kafka_tiered_source.register(spark)``) creates it on the
+driver and registers a subclass of the data source that carries it (cloudpickle ships the
+dynamically made class by value, the accumulator inside it), together with the application name
+(the default ``client.id``) and id.  Tasks add their
+:class:`~kafka_tiered_source.metrics.reader.ReadTotals` to it; ``kafka_tiered_source.read()``
+captures the same accumulator in its task function.
+
+Spark Connect (no SparkContext, no accumulators, and the client may run on another machine
+than the driver and the executors): a metrics directory
+(:mod:`kafka_tiered_source.metrics.directory`).  Every task writes one file under
+``<dir>/<read id>/``; :func:`read_history` runs a one-task Spark job that reads the session's
+directory *on the cluster* and returns the files' contents, so the client needs no access to
+the location, only the executors do.  The directory is ``<metrics_dir>/<session id>`` when
+:func:`install` was given one (a shared location: ``s3://...``, ``/Volumes/...``,
+``/dbfs/...``), else ``<temp dir>/kafka-tiered-metrics/<session id>`` on each machine, which
+serves local mode and single-machine clusters.  A read with fewer task files than planned tasks
+is logged (files on other machines' local disks cannot be seen: give a shared ``metrics_dir``).
 
 Reads through the automatically registered source (``pyspark_kafka_tiered``) still work, but
-their totals reach the driver only if :func:`install` ran first.
+their totals reach the caller only if :func:`install` ran first (or, anywhere, when the read
+sets ``metrics.dir`` and :func:`read_history` is given the same directory).
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 
-from pyspark.accumulators import AccumulatorParam
-
 from ..metrics.reader import ReadHistory
+from .session import app_id, app_name, check_format, is_connect, session_id
+
+log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _accumulators: dict = {}     # id(SparkContext) -> (SparkContext, Accumulator)
+_connect_dirs: dict = {}     # Connect session id -> the session's metrics directory, or None
 
 
-class ReadHistoryParam(AccumulatorParam):
-    """Merges :class:`ReadHistory` values and the :class:`ReadTotals` tasks add."""
+def _param():
+    from pyspark.accumulators import AccumulatorParam
 
-    def zero(self, value):
-        return ReadHistory()
+    class ReadHistoryParam(AccumulatorParam):
+        """Merges :class:`ReadHistory` values and the :class:`ReadTotals` tasks add."""
 
-    def addInPlace(self, value1, value2):
-        if not isinstance(value1, ReadHistory):
-            value1 = ReadHistory().add(value1)
-        return value1.add(value2)
+        def zero(self, value):
+            return ReadHistory()
+
+        def addInPlace(self, value1, value2):
+            if not isinstance(value1, ReadHistory):
+                value1 = ReadHistory().add(value1)
+            return value1.add(value2)
+
+    return ReadHistoryParam()
 
 
 def accumulator(spark):
-    """The session's accumulator (created on first use, on the driver)."""
+    """The session's accumulator (created on first use, on the driver); classic sessions only."""
     sc = spark.sparkContext
     with _lock:
         entry = _accumulators.get(id(sc))
         if entry is None or entry[0] is not sc:
-            entry = (sc, sc.accumulator(ReadHistory(), ReadHistoryParam()))
+            entry = (sc, sc.accumulator(ReadHistory(), _param()))
             _accumulators[id(sc)] = entry
         return entry[1]
 
 
-def install(spark) -> None:
-    """Register the ``kafka-tiered`` source with ``spark`` so that its tasks' metrics reach this
-    driver, and its default ``client.id`` is the application name."""
+class MetricsSink:
+    """Where a read's tasks send their totals, as it travels to the executors: the classic
+    accumulator, or a metrics directory (given, or the session's default resolved on the
+    machine that runs the task).  Small and picklable."""
+
+    def __init__(self, accumulator=None, directory: str | None = None, session: str | None = None,
+                 app_id: str | None = None):
+        self.accumulator = accumulator
+        self.directory = directory
+        self.session = session
+        self.app_id = app_id
+
+    @classmethod
+    def of(cls, spark) -> "MetricsSink":
+        """The sink of ``spark``'s reads: its accumulator (classic) or its directory (Connect)."""
+        if is_connect(spark):
+            sid = session_id(spark)
+            return cls(directory=_connect_dirs.get(sid), session=sid, app_id=app_id(spark))
+        return cls(accumulator=accumulator(spark), app_id=app_id(spark))
+
+    def resolved_dir(self, options=None) -> str | None:
+        """The directory a task writes to (the read's ``metrics.dir`` wins); None for none."""
+        if options is not None and options.metrics_dir:
+            return options.metrics_dir
+        if self.directory or self.session:
+            from ..metrics.directory import resolve
+            return resolve(self.directory, self.session)
+        return None
+
+
+def with_metrics_dir(options, directory: str | None, session: str | None):
+    """``options`` with ``metrics_dir`` set to the session's directory, unless the read set
+    ``metrics.dir`` itself; resolved here (the data source runs on the cluster's driver)."""
+    if options.metrics_dir or not (directory or session):
+        return options
+    from ..metrics.directory import resolve
+    return dataclasses.replace(options, metrics_dir=resolve(directory, session))
+
+
+def install(spark, metrics_dir: str | None = None) -> None:
+    """Register the ``kafka-tiered`` source with ``spark`` so that its tasks' metrics reach
+    :func:`read_history` here, and its default ``client.id`` is the application name.
+    ``metrics_dir``: the base of the session's metrics directory (Connect; optional on classic,
+    where the accumulator is the channel and the files are an extra copy)."""
+    check_format(spark)       # before importing the data source: Spark 3.x has no pyspark.sql.datasource
     from .datasource import KafkaTieredDataSource
-    sc = spark.sparkContext
-    attrs = {"_kts_accumulator": accumulator(spark), "_kts_app_name": sc.appName,
-             "_kts_app_id": sc.applicationId, "__module__": __name__,
+    attrs = {"_kts_app_name": app_name(spark), "_kts_app_id": app_id(spark), "__module__": __name__,
              # not an attribute of this module: cloudpickle then ships the class by value
              "__qualname__": "KafkaTieredDataSource<tracked>"}
+    base = metrics_dir.rstrip("/") if metrics_dir else None
+    if is_connect(spark):
+        sid = session_id(spark)
+        directory = f"{base}/{sid}" if base else None
+        _connect_dirs[sid] = directory
+        attrs.update(_kts_metrics_dir=directory, _kts_session=sid)
+    else:
+        attrs.update(_kts_accumulator=accumulator(spark),
+                     _kts_metrics_dir=f"{base}/{session_id(spark)}" if base else None)
     spark.dataSource.register(type("KafkaTieredDataSource", (KafkaTieredDataSource,), attrs))
 
 
-def read_history(spark) -> ReadHistory:
-    """Every read's totals in this session so far (reads since :func:`install`)."""
+def read_history(spark, metrics_dir: str | None = None) -> ReadHistory:
+    """Every read's totals in this session so far (reads since :func:`install`, and
+    ``kafka_tiered_source.read()`` reads).  ``metrics_dir``: read that directory instead (a
+    read's own ``metrics.dir``), on the cluster."""
+    if metrics_dir is not None:
+        return collect(spark, metrics_dir, None)
+    if is_connect(spark):
+        sid = session_id(spark)
+        return collect(spark, _connect_dirs.get(sid), sid)
     return accumulator(spark).value
 
 
-def last_read_stats(spark):
-    """The :class:`~kafka_tiered_source.metrics.reader.ReadTotals` of the latest read (the latest Spark action over a
-    ``kafka-tiered`` DataFrame) whose tasks reported; None before any."""
-    return read_history(spark).last()
+def last_read_stats(spark, metrics_dir: str | None = None):
+    """The :class:`~kafka_tiered_source.metrics.reader.ReadTotals` of the latest read (the
+    latest Spark action over a ``kafka-tiered`` DataFrame) whose tasks reported; None before
+    any."""
+    return read_history(spark, metrics_dir).last()
+
+
+def collect(spark, directory: str | None, session: str | None) -> ReadHistory:
+    """The reads recorded under a metrics directory, read by a one-task Spark job on the
+    cluster (where the tasks wrote them)."""
+    from ..metrics.directory import history, incomplete, parse_records
+    rows = spark.range(0, 1, 1, 1).mapInArrow(_directory_reader(directory, session),
+                                              "path STRING, content BINARY").collect()
+    hist = history(parse_records((r.path, bytes(r.content)) for r in rows))
+    for read_id, found, planned in incomplete(hist):
+        log.warning("kafka-tiered: the metrics of %d of the %d tasks of read %s were found; the others "
+                    "are still running or were written where the collecting task cannot see them "
+                    "(several machines' local disks: give register(spark, metrics_dir=...) a shared "
+                    "location)", found, planned, read_id)
+    return hist
+
+
+def _directory_reader(directory: str | None, session: str | None):
+    def read(batches):
+        import pyarrow as pa
+        from kafka_tiered_source.metrics.directory import read_files, resolve
+        for _ in batches:
+            pass
+        files = read_files(resolve(directory, session))
+        yield pa.RecordBatch.from_arrays([pa.array([p for p, _ in files], pa.string()),
+                                          pa.array([c for _, c in files], pa.binary())],
+                                         names=["path", "content"])
+    return read
