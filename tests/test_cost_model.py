@@ -112,10 +112,12 @@ def test_estimate_counts_parts_and_manifests_per_task():
     assert est.bytes == 1800 + 900 + 800
     assert (est.partitions, est.remote_ranges, est.broker_ranges, est.broker_bytes) == (2, 3, 1, 5000)
     assert est.dollars == pytest.approx(7 * 0.0004 / 1000)
-    # layouts without manifests
+    # layouts without manifests: the parts, and the driver's storage check (one byte of a
+    # planned range) that the Aiven layout makes with a manifest a task would read anyway
     flat = ReadOptions.parse({**BASE, "fetch.remote.part.size.bytes": "1000",
                               "remote.storage.layout": "kafka-local-tiered"})
-    assert estimate_plan(plan, flat).gets == 4
+    assert (estimate_plan(plan, flat).gets, estimate_plan(plan, flat).check_gets) == (4 + 1, 1)
+    assert est.check_gets == 0
     # a segment that carries its manifest info (the planner read the manifest) costs no GET
     from dataclasses import replace
     from kafka_tiered_source.storage.aiven import ManifestInfo

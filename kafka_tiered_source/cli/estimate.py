@@ -16,27 +16,18 @@ import argparse
 import json
 import sys
 
-from . import command
+from . import command, examples
 
-EXAMPLES = """\
-examples:
-  # the whole topic, today's Kafka or a KIP-1248 broker, segments in S3
-  kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders \\
-      --remote-storage-uri s3://tiered/prod/
-
-  # one day of two partitions, as JSON
-  kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders \\
-      --since 2026-10-01 --until 2026-10-02 --where "partition IN (0, 1)" \\
-      --remote-storage-uri s3://tiered/prod/ --json
-
-  # no broker at all: the store is listed (Aiven layout), times resolved from the time indexes
-  kafka-tiered estimate --topic orders --since '2026-10-01 06:00' --time-zone Europe/Paris \\
-      --remote-storage-uri s3://tiered/prod/ -o remote.storage.layout=aiven
-
-  # GCS pricing, and any other source option
-  kafka-tiered estimate --bootstrap-servers b1:9092 --pattern 'orders-.*' \\
-      --remote-storage-uri gs://tiered -o cost.preset=gcs-standard -o kafka.security.protocol=SSL
-"""
+EXAMPLES = examples(
+    "kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/"
+    "   # the whole topic, segments in S3",
+    "kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders --since 2026-10-01 --until 2026-10-02 "
+    "--where 'partition IN (0, 1)' --remote-storage-uri s3://tiered/prod/ --json   # one day of two partitions",
+    "kafka-tiered estimate --topic orders --since '2026-10-01 06:00' --time-zone Europe/Paris "
+    "--remote-storage-uri s3://tiered/prod/ -o remote.storage.layout=aiven   # no broker: the store listed",
+    "kafka-tiered estimate --bootstrap-servers b1:9092 --pattern 'orders-.*' --remote-storage-uri gs://tiered "
+    "-o cost.preset=gcs-standard   # GCS prices, any other source option with -o",
+)
 
 
 def add_read_arguments(p: argparse.ArgumentParser) -> None:

@@ -15,21 +15,18 @@ import argparse
 import json
 import sys
 
-from . import command
+from . import command, examples
 from .estimate import add_read_arguments, partition_filter, read_options
 
-EXAMPLES = """\
-examples:
-  # every tiered segment of a topic, found as the Spark source finds them
-  kafka-tiered segments --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/
-
-  # one partition, through __remote_log_metadata on today's Kafka, as JSON lines
-  kafka-tiered segments --bootstrap-servers b1:9092 --topic orders --partition 3 \\
-      --remote-storage-uri s3://tiered/prod/ -o remote.segment.locator=metadata-topic --json
-
-  # without a broker: what the store holds (Aiven layout)
-  kafka-tiered segments --topic orders --remote-storage-uri s3://tiered/prod/ -o remote.storage.layout=aiven
-"""
+EXAMPLES = examples(
+    "kafka-tiered segments --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/"
+    "   # every tiered segment, found as the Spark source finds them",
+    "kafka-tiered segments --bootstrap-servers b1:9092 --topic orders --partition 3 "
+    "--remote-storage-uri s3://tiered/prod/ -o remote.segment.locator=metadata-topic --json"
+    "   # one partition through __remote_log_metadata, JSON lines",
+    "kafka-tiered segments --topic orders --remote-storage-uri s3://tiered/prod/ -o remote.storage.layout=aiven"
+    "   # without a broker: what the store holds",
+)
 
 
 @command("segments", "List the tiered segments of a read: offsets, timestamps, size, locator.")

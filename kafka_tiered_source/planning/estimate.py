@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..cost import CostModel
 from ..errors import BudgetExceededError
 from .plan import Plan
+from .preflight import check_gets
 from .tasks import BrokerRange, RemoteRange
 
 
@@ -17,8 +18,10 @@ class Estimate:
     """What a planned read will do, counted the way the reader issues its GETs: one GET per
     ``fetch.remote.part.size.bytes`` part of each remote range, plus, for the ``aiven`` layout,
     one manifest GET per segment per task (each task's fetcher caches manifests) for the segments
-    whose manifest the planner did not hand the tasks (``RemoteSegment.manifest_info``)."""
-    gets: int                 # total GETs: log parts + manifests
+    whose manifest the planner did not hand the tasks (``RemoteSegment.manifest_info``), plus
+    the driver's storage check before any task (``check_gets``: a byte of a planned range in
+    the layouts without manifests, :mod:`.preflight`)."""
+    gets: int                 # total GETs: log parts + manifests + the storage check
     log_gets: int
     manifest_gets: int
     bytes: int                # .log bytes to be read (manifests, a few hundred bytes each, excluded)
@@ -32,6 +35,7 @@ class Estimate:
     # "topic-partition" -> {"gets", "bytes", "segments", "broker_bytes", "start", "end"}
     by_partition: dict = field(default_factory=dict)
     where: str = ""           # the pushed-down filters the plan read less with ("" = none)
+    check_gets: int = 0       # the driver's storage check (preflight.check_gets)
 
     def __str__(self) -> str:
         return (f"{self.gets:,} GETs ({self.log_gets:,} ranged + {self.manifest_gets:,} manifests), "
@@ -88,12 +92,18 @@ def estimate_plan(plan: Plan, options) -> Estimate:
                 broker += 1
                 broker_bytes += r.estimated_bytes
                 mine["broker_bytes"] += r.estimated_bytes
-    gets = log_gets + manifests
+    checks = check_gets(plan, options)
+    if checks:   # a byte of the first planned range, counted under its partition as the read does
+        first = plan.remote_ranges[0]
+        per[f"{first.topic}-{first.partition}"]["gets"] += checks
+        per[f"{first.topic}-{first.partition}"]["bytes"] += checks
+    gets = log_gets + manifests + checks
+    nbytes += checks
     locators: dict = {}
     for name in plan.locators.values():
         locators[name] = locators.get(name, 0) + 1
     return Estimate(gets, log_gets, manifests, nbytes, model.dollars(gets, nbytes), len(plan.tasks),
-                    remote, broker, broker_bytes, model, locators, per)
+                    remote, broker, broker_bytes, model, locators, per, check_gets=checks)
 
 
 def check_budget(estimate: Estimate) -> None:

@@ -8,8 +8,8 @@ planned object, as the executors will (same fetcher, same options): the Aiven ma
 first planned segment (and, when it is encrypted, opens its data key), or one byte of the first
 planned range in the other layouts — unless planning read a manifest already, which proves as
 much (an encrypted one still has its data key opened).  The manifest the check reads is handed
-to the tasks, so it is not read twice; the check's GET, made by the driver, is not in the tasks'
-totals.  A failure that will not heal raises
+to the tasks, so it is not read twice; the check's GETs, made by the driver, join the read's
+totals through its first task, and :func:`check_gets` counts them for estimates.  A failure that will not heal raises
 :class:`~kafka_tiered_source.errors.StoragePreflightError`, naming the backend, the object, the
 reason and the two ways on.  A fault that may pass (throttling, 5xx, a slow answer) is logged and
 left to the readers' per-range fallback.  A missing object may be retention at work: the next
@@ -56,6 +56,20 @@ def probe(fetcher, segment, byte_start: int) -> None:
             fetcher.cipher(manifest.encryption, None)
         return
     fetcher.fetch_log_segment(segment, byte_start, byte_start + 1)
+
+
+def check_gets(planned, options) -> int:
+    """The GETs :func:`preflight` adds to a read's own, for estimates: one (a byte of the first
+    planned range) in the layouts without manifests; none with Aiven's, where the manifest it
+    reads is one a task would read and is handed to that task; none when planning read a
+    manifest already, when nothing is read directly, or when there is nothing to check."""
+    if not options.fetch_remote_enabled or options.fetch_remote_fallback == "always":
+        return 0
+    ranges = planned.remote_ranges
+    if not ranges or options.storage.layout == "aiven" or \
+            any(r.segment.manifest_info is not None for r in ranges):
+        return 0
+    return 1
 
 
 def preflight(planned, options, fetcher=None, observer=None) -> list:

@@ -119,7 +119,9 @@ class RecordStream:
             raise _Limit
 
 
-def _zstd_pieces(stream: RecordStream, data, limit: int):
+def _zstd_hint(data, limit: int) -> int:
+    """The frame's declared content size (-1: not declared), refused past the cap before
+    anything is decompressed."""
     import zstandard
     try:
         hint = zstandard.frame_content_size(data)
@@ -127,6 +129,12 @@ def _zstd_pieces(stream: RecordStream, data, limit: int):
         hint = -1
     if hint > limit:
         raise _Limit
+    return hint
+
+
+def _zstd_pieces(stream: RecordStream, data, limit: int):
+    import zstandard
+    _zstd_hint(data, limit)
 
     def steps():
         with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
@@ -284,12 +292,7 @@ def _zstd(data, limit: int):
 
     # Frames may lack the content size (Kafka's producers stream them): always decompress as a
     # stream into a buffer sized from the content size when it is there, never past the cap.
-    try:
-        hint = zstandard.frame_content_size(data)
-    except zstandard.ZstdError:
-        hint = -1
-    if hint > limit:
-        raise _Limit
+    hint = _zstd_hint(data, limit)
     size = hint + 1 if hint >= 0 else min(limit + 1, max(_CHUNK, 4 * len(data)))
     out = _allocate(size)
     n = 0
