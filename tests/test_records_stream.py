@@ -44,6 +44,24 @@ def batch(name, recs, base_offset=0):
     return compress_as(kp_batch(recs, base_offset=base_offset), codec, fn)
 
 
+@pytest.fixture(autouse=True)
+def every_batch_piecewise(monkeypatch):
+    """Small batches are decompressed whole (codecs.STREAM_MIN_BATCH); these tests hold the
+    piecewise path to the reference whatever the batch size."""
+    monkeypatch.setattr(codecs, "STREAM_MIN_BATCH", 0)
+
+
+def test_small_batches_are_decompressed_whole_large_ones_piecewise(monkeypatch, streams):
+    made = streams
+    monkeypatch.setattr(codecs, "STREAM_MIN_BATCH", 256 * 1024)
+    small = batch("zstd", records(50, value=500))
+    assert len(small) < codecs.STREAM_MIN_BATCH
+    assert same(small)[0] == "ok" and made == []
+    large = batch("snappy-raw", records(300, value=2000))
+    assert len(large) >= codecs.STREAM_MIN_BATCH
+    assert same(large)[0] == "ok" and len(made) == 1
+
+
 @pytest.fixture
 def streams(monkeypatch):
     """Counts the batches that went through RecordStream (the native path must use it)."""

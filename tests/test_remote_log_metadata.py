@@ -190,6 +190,26 @@ def test_undecodable_records_name_the_partition_and_offset(value, fragment):
     assert "__remote_log_metadata-12 offset 345" in str(info.value) and fragment in str(info.value)
 
 
+@pytest.mark.parametrize("version", [0, 1])
+def test_topic_id_is_read_without_decoding_each_kind_of_record(version):
+    """Planners pass over other topics' records by their topic id alone."""
+    U, D = rlm.SegmentUpdate, rlm.PartitionDelete
+    upd = U(remote_log_segment_id=U.RemoteLogSegmentIdEntry(
+        topic_id_partition=U.TopicIdPartitionEntry(name="a-much-longer-topic-name", id=TOPIC_ID, partition=7),
+        id=SEGMENT_ID), broker_id=1, event_timestamp_ms=42, remote_log_segment_state=1)
+    dele = D(topic_id_partition=D.TopicIdPartitionEntry(name="", id=TOPIC_ID, partition=0),
+             broker_id=2, event_timestamp_ms=43, remote_partition_delete_state=0)
+    for rec in (segment_record(), upd, dele):
+        assert rlm.topic_id_of(rlm.encode_record(rec, version)) == TOPIC_ID
+    assert rlm.topic_id_of(_hand_built_segment_record(b"\x00")) == TOPIC_ID
+
+
+@pytest.mark.parametrize("value", [b"", bytes([2, 0, 0]), bytes([1, 9, 0]), bytes([1, 0, 1, 7, 0x6f]),
+                                   bytes([1, 0, 1, 1]) + TOPIC_ID[:15]])
+def test_topic_id_of_what_is_no_record_is_none(value):
+    assert rlm.topic_id_of(value) is None       # decode_record then names what is wrong
+
+
 # ---- the partitioner ------------------------------------------------------------------------------
 def java_objects_hash_of(topic_id: bytes, partition: int) -> int:
     """Java's Objects.hash(Long lsb, Long msb, Integer partition), computed plainly."""

@@ -131,6 +131,9 @@ class MetadataTopicLocator:
         self._partitions: int | None = None
         self._available: bool | None = None
         self._scanned: set[int] = set()
+        # ids (16 bytes) of the topics the plan reads, set by the planner: records of other
+        # topics are passed over without being decoded (None: every record is replayed)
+        self.wanted: set[bytes] | None = None
 
     # -- reading the metadata topic ------------------------------------------------------------
     def partitions(self) -> int:
@@ -176,6 +179,10 @@ class MetadataTopicLocator:
             for off, value in zip(offsets, table.column("value").to_pylist()):
                 if value is None:
                     continue   # not a metadata record (a tombstone never appears; be lenient)
+                if self.wanted is not None:
+                    tid = rlm.topic_id_of(value)
+                    if tid is not None and tid not in self.wanted:
+                        continue   # another topic's segment
                 record = rlm.decode_record(value, where=f"{where_topic} offset {off}")
                 self.catalog.apply(record, (mp, off))
             offset = offsets[-1] + 1

@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import replace
 
 from ..errors import BrokerError, ConfigError, RemoteStorageError
-from ..ids import uuid_to_str
+from ..ids import uuid_from_str, uuid_to_str
 from ..model import EARLIEST, LATEST, LATEST_TIERED, Assign, Subscribe, SubscribePattern
 from ..storage import aiven
 from ..storage.indexes import parse_offset_index
@@ -286,6 +286,8 @@ class Planner:
     # -- 4. everything -------------------------------------------------------------------------
     def plan(self) -> Plan:
         ranges = self._ranges = self.partition_ranges(self.topic_partitions())
+        if self.metadata is not None:   # its scan passes over other topics' records
+            self.metadata.wanted = {uuid_from_str(pr.topic_id) for pr in ranges}
         direct = {(pr.topic, pr.partition): bool(self.options.fetch_remote_enabled) for pr in ranges}
         names = {(pr.topic, pr.partition): self._choose(pr, direct[(pr.topic, pr.partition)]) for pr in ranges}
         # the KIP-1248 walk asks about every partition at once (one request per leader per round)

@@ -127,6 +127,26 @@ def decode_record(value, *, where: str):
         raise ProtocolError(f"{where}: {cls.NAME} v{version}: {exc}") from None
 
 
+def topic_id_of(value) -> bytes | None:
+    """The id of the topic a metadata record is about, read without decoding the record: every
+    record starts with its TopicIdPartition (name, then id), so a planner can pass over the
+    records of other topics, which share the metadata partitions and usually outnumber its own.
+    None when the bytes are not a record this code reads (:func:`decode_record` then says what
+    is wrong)."""
+    buf = memoryview(value) if not isinstance(value, memoryview) else value
+    try:
+        frame, pos = read_uvarint(buf, 0)
+        api_key, pos = read_uvarint(buf, pos)
+        _, pos = read_uvarint(buf, pos)
+        if frame != FRAME_VERSION or api_key not in BY_API_KEY:
+            return None
+        size, pos = read_uvarint(buf, pos)         # the topic name: a compact string
+    except ProtocolError:
+        return None
+    pos += max(size - 1, 0)
+    return bytes(buf[pos:pos + 16]) if len(buf) >= pos + 16 else None
+
+
 # -- which metadata partition --------------------------------------------------------------------
 def _int32(v: int) -> int:
     v &= 0xFFFFFFFF

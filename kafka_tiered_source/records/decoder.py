@@ -204,7 +204,7 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 log.debug("lz4 frame of the batch at position %d (base offset %d) left to "
                           "python-lz4 after %d records", position + pos, h.base_offset,
                           h.record_count - remaining)
-            if streamed and h.codec in codecs.STREAMED:
+            if streamed and h.codec in codecs.STREAMED and size >= codecs.STREAM_MIN_BATCH:
                 window = _append_stream(builder, be, mv, h, pos, size, position, lo, hi, log_append,
                                         max_decompressed_bytes, flush, window)
                 pos += size
