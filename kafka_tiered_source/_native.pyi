@@ -71,12 +71,6 @@ class Builder:
                base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
                max_offset: int, origin: int, decompressed: bool) -> tuple[int, int]:
         """Append up to ``remaining`` records from ``data[pos:end]`` -> ``(pos, remaining)``."""
-    def append_piece(self, data: _BytesLike, pos: int, end: int, remaining: int, base_offset: int,
-                     base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
-                     max_offset: int, origin: int, skew: int, final: bool) -> tuple[int, int, bool]:
-        """Append the records wholly in a piece of a batch's decompressed records (byte 0 =
-        byte ``skew`` of them; ``final``: the piece holds all the rest) -> ``(pos, remaining,
-        full)``."""
     def append_lz4(self, data: _BytesLike, pos: int, size: int, remaining: int, base_offset: int,
                    base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
                    max_offset: int, origin: int, verify_crc: bool, limit: int,

@@ -787,49 +787,6 @@ static PyObject *builder_append(kt_Builder *b, PyObject *args)
     return Py_BuildValue("nn", c.pos, remaining);
 }
 
-/* append_piece(data, pos, end, remaining, base_offset, base_timestamp, max_timestamp,
- *              log_append, min_offset, max_offset, origin, skew, final) -> (pos, remaining, full)
- *
- * data[pos:end] is a piece of a batch's decompressed records whose byte 0 is byte `skew` of
- * them (a zstd or snappy batch decompressed a piece at a time into a window that stays in
- * cache: kafka_tiered_source.records.codecs.RecordStream).  Errors name positions in the
- * records, as append(..., decompressed=True) does.  Not `final`: reads the records that lie
- * wholly in the piece and stops, without error, at one that does not (or whose length is
- * malformed: reported once the piece is final); the caller carries the rest into the next
- * piece.  `final`: the piece holds every record left, and it is read as append() reads.
- * full: the Arrow batch is full (finish() it and call again from pos). */
-static PyObject *builder_append_piece(kt_Builder *b, PyObject *args)
-{
-    Py_buffer view;
-    Py_ssize_t pos, end, remaining, origin, skew;
-    kt_batch_info bi;
-    int final;
-    if (!PyArg_ParseTuple(args, "y*nnnLLLpLLnnp", &view, &pos, &end, &remaining, &bi.base_offset,
-                          &bi.base_timestamp, &bi.max_timestamp, &bi.log_append, &bi.min_offset,
-                          &bi.max_offset, &origin, &skew, &final))
-        return NULL;
-    if (pos < 0 || end > view.len || pos > end || remaining < 0 || skew < 0) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "append_piece: window out of range");
-        return NULL;
-    }
-    kt_cursor c = {(const uint8_t *)view.buf, pos, end, origin, 1, skew};
-    kt_error e;
-    int full = 0;
-    int rc = reserve_window(b, end - pos, remaining);
-    Py_BEGIN_ALLOW_THREADS
-    if (rc == KT_OK)
-        rc = run_records(b, &c, &bi, &e, &remaining, c.buf + view.len, !final);
-    if (final && rc == KT_OK && remaining == 0 && c.pos != c.end)
-        rc = bytes_left(&c, c.pos, c.end - c.pos, &e);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    if (rc == KT_NOMEM) return PyErr_NoMemory();
-    if (rc == KT_CORRUPT) return kt_raise(&e);
-    if (rc == KT_FULL) full = 1;
-    return Py_BuildValue("nnO", c.pos, remaining, full ? Py_True : Py_False);
-}
-
 /* ---- append_lz4: an lz4 batch decompressed block by block, each piece parsed while hot ----
  *
  * Decompressing a whole batch first (13 MB for 100,000 records) and then parsing it reads
@@ -1127,9 +1084,6 @@ static PyMethodDef builder_methods[] = {
     {"append", (PyCFunction)builder_append, METH_VARARGS,
      "append(data, pos, end, remaining, base_offset, base_timestamp, max_timestamp, log_append, "
      "min_offset, max_offset, origin, decompressed) -> (pos, remaining)"},
-    {"append_piece", (PyCFunction)builder_append_piece, METH_VARARGS,
-     "append_piece(data, pos, end, remaining, base_offset, base_timestamp, max_timestamp, "
-     "log_append, min_offset, max_offset, origin, skew, final) -> (pos, remaining, full)"},
     {"append_lz4", (PyCFunction)builder_append_lz4, METH_VARARGS,
      "append_lz4(data, pos, size, remaining, base_offset, base_timestamp, max_timestamp, "
      "log_append, min_offset, max_offset, origin, verify_crc, limit, flush) -> "

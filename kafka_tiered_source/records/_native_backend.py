@@ -31,18 +31,15 @@ def _constant_columns(n, topic, partition):
 class Builder:
     """The native builder behind the :class:`~.builder.RecordBuilder` interface."""
 
-    __slots__ = ("_b", "include_headers", "append", "append_lz4", "append_piece")
+    __slots__ = ("_b", "include_headers", "append", "append_lz4")
     #: lz4 batches go through the C decoder's own frame reader (``append_lz4``)
     fused_lz4 = True
-    #: zstd and snappy batches are parsed a decompressed piece at a time (``append_piece``)
-    fused_stream = True
 
     def __init__(self, include_headers: bool = True, max_bytes: int = 2**31 - 1):
         self._b = _native.Builder(include_headers, max_bytes)
         self.include_headers = include_headers
         self.append = self._b.append
         self.append_lz4 = self._b.append_lz4
-        self.append_piece = self._b.append_piece
 
     @property
     def rows(self) -> int:

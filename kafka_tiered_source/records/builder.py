@@ -4,10 +4,8 @@ Both backends (:mod:`._native_backend`, C; :mod:`._python`, the reference) provi
 that appends the records of a batch to Arrow columns and hands out a finished
 ``pyarrow.RecordBatch``.  The batch walk in :mod:`.decoder` drives either through this
 interface.  ``fused_lz4`` declares whether the builder reads lz4 batches itself
-(``append_lz4``: the C decoder's own frame reader, block by block); ``fused_stream`` whether it
-parses zstd and snappy batches a decompressed piece at a time (``append_piece``, fed by
-:class:`~.codecs.RecordStream`).  A builder without them gets those batches already
-decompressed, through ``append``.
+(``append_lz4``: the C decoder's own frame reader, block by block); a builder without it gets
+lz4 batches already decompressed, through ``append``.
 """
 from __future__ import annotations
 
@@ -19,7 +17,6 @@ import pyarrow as pa
 class RecordBuilder(Protocol):
     include_headers: bool
     fused_lz4: bool
-    fused_stream: bool
 
     @property
     def rows(self) -> int:

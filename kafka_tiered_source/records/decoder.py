@@ -131,8 +131,6 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
         hi = min(hi, filter.last_stable_offset)
     builder: RecordBuilder = be.Builder(include_headers, max_batch_bytes)
     lz4_fused = builder.fused_lz4
-    streamed = builder.fused_stream
-    window = None          # RecordStream's window, reused from batch to batch
     res = DecodeResult()
     out = res.batches
 
@@ -204,11 +202,6 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 log.debug("lz4 frame of the batch at position %d (base offset %d) left to "
                           "python-lz4 after %d records", position + pos, h.base_offset,
                           h.record_count - remaining)
-            if streamed and h.codec in codecs.STREAMED and size >= codecs.STREAM_MIN_BATCH:
-                window = _append_stream(builder, be, mv, h, pos, size, position, lo, hi, log_append,
-                                        max_decompressed_bytes, flush, window)
-                pos += size
-                continue
             records, origin, decompressed = _records(mv, h, pos, size, position,
                                                      max_decompressed_bytes)
             while True:
@@ -238,42 +231,6 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
     if len(out) > 1 and out[-1].num_rows == 0:
         out.pop()
     return res
-
-
-def _append_stream(builder, be, mv, h, pos, size, position, lo, hi, log_append, limit, flush,
-                   window):
-    """A zstd or snappy batch decompressed a piece at a time, each piece parsed while it is
-    in cache (:class:`~.codecs.RecordStream`, ``Builder.append_piece``); returns the window for
-    the next batch.  Errors are those of decompressing first and parsing after: a record error
-    is raised only once the rest of the batch has decompressed cleanly, since a decompression
-    error later in the batch would have been found first."""
-    origin = position + pos
-    stream = codecs.RecordStream(h.codec, mv[pos + HEADER_SIZE:pos + size], limit, position=origin,
-                                 base_offset=h.base_offset, window=window)
-    remaining, failed = h.record_count, None
-    while True:
-        stream.fill()
-        final = stream.exhausted
-        while failed is None:
-            try:
-                at, remaining, full = builder.append_piece(
-                    stream.window, 0, stream.end, remaining, h.base_offset, h.base_timestamp,
-                    h.max_timestamp, log_append, lo, hi, origin, stream.skew, final)
-            except be.RecordFormatError as exc:
-                failed = exc
-                break
-            stream.used(at)
-            if not full:
-                break
-            flush()   # Arrow batch full: start another
-        if failed is not None:
-            stream.used(stream.end)          # decompress on, only to find a later error
-        if final:
-            break
-    if failed is not None:
-        message, where = failed.args
-        raise CorruptRecordError(message, position=where, base_offset=h.base_offset) from None
-    return stream.window
 
 
 def _records(mv, h, pos, size, position, limit):
