@@ -58,12 +58,17 @@ def probe(fetcher, segment, byte_start: int) -> None:
     fetcher.fetch_log_segment(segment, byte_start, byte_start + 1)
 
 
+def _checks(options) -> bool:
+    """Whether a read is checked at all: not when nothing is read directly."""
+    return bool(options.fetch_remote_enabled) and options.fetch_remote_fallback != "always"
+
+
 def check_gets(planned, options) -> int:
     """The GETs :func:`preflight` adds to a read's own, for estimates: one (a byte of the first
     planned range) in the layouts without manifests; none with Aiven's, where the manifest it
     reads is one a task would read and is handed to that task; none when planning read a
     manifest already, when nothing is read directly, or when there is nothing to check."""
-    if not options.fetch_remote_enabled or options.fetch_remote_fallback == "always":
+    if not _checks(options):
         return 0
     ranges = planned.remote_ranges
     if not ranges or options.storage.layout == "aiven" or \
@@ -83,7 +88,7 @@ def preflight(planned, options, fetcher=None, observer=None) -> list:
     are counted in (scoped to the partition of the segment tried), so they can join the read's
     totals."""
     tasks = planned.tasks
-    if not options.fetch_remote_enabled or options.fetch_remote_fallback == "always":
+    if not _checks(options):
         return tasks
     read = next((r.segment for r in planned.remote_ranges if r.segment.manifest_info is not None), None)
     if read is not None:

@@ -405,12 +405,10 @@ class BrokerStorage:
                 return None
             if not (o.log_start_offset <= offset < o.local_log_start_offset):
                 return None
-            meta = part.remote.find(offset)
-            if meta is None:
-                later = [s for s in part.remote.segments if s.base_offset > offset]
-                if not later:
-                    return None
-                meta, offset = later[0], later[0].base_offset
+            found = part.remote.serving(offset)
+            if found is None:
+                return None
+            meta, offset = found
             h = part.remote.hint(meta, offset, max_bytes)
             aborted = None
             if isolation_level == READ_COMMITTED:

@@ -445,15 +445,22 @@ class RemotePartition:
             end, nxt = p + size, last + 1
         return Hint(meta, start, end, nxt)
 
+    def serving(self, offset: int) -> tuple[RemoteSegmentMetadata, int] | None:
+        """The segment that serves ``offset`` and the offset it starts from: the one holding it,
+        or, for an offset in a compaction gap between remote segments, the next segment from its
+        first offset; None past the last."""
+        meta = self.find(offset)
+        if meta is not None:
+            return meta, offset
+        i = bisect.bisect_right(self._bases, offset)
+        return (self.segments[i], self.segments[i].base_offset) if i < len(self.segments) else None
+
     def read(self, offset: int, max_bytes: int) -> RemoteRead | None:
         """Whole batches from remote storage, as Kafka's RemoteLogManager.read serves them."""
-        meta = self.find(offset)
-        if meta is None:
-            # an offset in a compaction gap between remote segments: next segment's first batch
-            i = bisect.bisect_right(self._bases, offset)
-            if i == len(self.segments):
-                return None
-            meta, offset = self.segments[i], self.segments[i].base_offset
+        found = self.serving(offset)
+        if found is None:
+            return None
+        meta, offset = found
         h = self.hint(meta, offset, max_bytes)
         data, fetched = self.fetch_range(meta, h.start, h.end)
         if len(data) != h.end - h.start:
