@@ -1,7 +1,7 @@
 # Type stubs of the C extension built from native/ (module.c, records.c, batch.c, lz4.c,
 # crc32c.c).  tests/test_native_interface.py checks that they name exactly what the module
 # exports; the pure-Python backend (records/_python.py) implements the same Builder interface.
-from typing import Protocol
+from typing import Callable, Protocol
 
 from typing_extensions import Buffer as _BytesLike
 
@@ -74,9 +74,16 @@ class Builder:
     def append_lz4(self, data: _BytesLike, pos: int, size: int, remaining: int, base_offset: int,
                    base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
                    max_offset: int, origin: int, verify_crc: bool, limit: int,
-                   flush: bool) -> tuple[bool, int, int]:
+                   flush: Callable[[], object]) -> tuple[bool, int, int]:
         """Decompress an lz4 batch block by block and append its records -> ``(done, pos,
         remaining)``; ``done`` False: the frame was refused, python-lz4 continues from ``pos``."""
+    def append_stream(self, fill: Callable[[memoryview], int], remaining: int, base_offset: int,
+                      base_timestamp: int, max_timestamp: int, log_append: bool,
+                      min_offset: int, max_offset: int, origin: int, limit: int,
+                      flush: Callable[[], object]) -> tuple[bool, int, int]:
+        """Pull a batch's decompressed records from ``fill(view) -> bytes written`` (0 at the
+        end) a piece at a time and append them -> ``(done, pos, remaining)``; ``done`` False:
+        more than ``limit`` bytes came out."""
     def finish(self) -> Columns:
         """The buffers of the rows appended so far; the builder starts over empty."""
 

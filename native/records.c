@@ -512,6 +512,43 @@ static inline const uint8_t *fast_u64(const uint8_t *p, const uint8_t *lim, uint
     return NULL;
 }
 
+/* Unchecked varints for fields of an interior record: at least KT_TAIL readable bytes follow
+ * the record's end, so a varint that starts inside the record can be read whole; whether the
+ * field really ended inside the record is checked once, at the record's end.  NULL when the
+ * varint is longer than its type allows. */
+#define KT_TAIL 16
+
+static inline const uint8_t *uv32(const uint8_t *p, uint32_t *out)
+{
+    uint32_t b = p[0], v;
+    if (!(b & 0x80)) { *out = b; return p + 1; }
+    v = b & 0x7F; b = p[1]; v |= (b & 0x7F) << 7;
+    if (!(b & 0x80)) { *out = v; return p + 2; }
+    b = p[2]; v |= (b & 0x7F) << 14;
+    if (!(b & 0x80)) { *out = v; return p + 3; }
+    b = p[3]; v |= (b & 0x7F) << 21;
+    if (!(b & 0x80)) { *out = v; return p + 4; }
+    b = p[4];
+    if (b & 0xF0) return NULL;
+    *out = v | (b << 28);
+    return p + 5;
+}
+
+/* A varlong of at most 4 bytes (|value| < 2**27: the deltas the hoisted overflow checks allow
+ * for); anything longer is left to the checked path (NULL). */
+static inline const uint8_t *uv64_short(const uint8_t *p, uint64_t *out)
+{
+    uint64_t b = p[0], v;
+    if (!(b & 0x80)) { *out = b; return p + 1; }
+    v = b & 0x7F; b = p[1]; v |= (b & 0x7F) << 7;
+    if (!(b & 0x80)) { *out = v; return p + 2; }
+    b = p[2]; v |= (b & 0x7F) << 14;
+    if (!(b & 0x80)) { *out = v; return p + 3; }
+    b = p[3]; v |= (b & 0x7F) << 21;
+    if (!(b & 0x80)) { *out = v; return p + 4; }
+    return NULL;
+}
+
 #define ZZ32(u) ((int32_t)(((u) >> 1) ^ (~((u) & 1) + 1)))
 #define ZZ64(u) ((int64_t)(((u) >> 1) ^ (~((u) & 1) + 1)))
 
@@ -548,7 +585,14 @@ static inline Py_ssize_t complete_record(const uint8_t *p, const uint8_t *lim)
 /* Parse up to *remaining records from the cursor's window (reserve_window() made room for
  * them).  `buf_end`: end of the caller's buffer (readable, maybe past the window).  `partial`:
  * the window is a piece of the records, so stop, without error, at a record that is not wholly
- * in it yet (or whose length is malformed: reported once the window is everything). */
+ * in it yet (or whose length is malformed: reported once the window is everything).
+ *
+ * What is checked once per call instead of once per record: whether an offset or timestamp can
+ * overflow at all (a delta of a few bytes cannot, unless the batch's base is near the int64
+ * limits), and whether the window holds enough bytes to fill a column past max_bytes (a record's
+ * key and value lie inside it).  A record that is not interior (fewer than KT_TAIL readable
+ * bytes after it) or has headers goes through the checked steps; one that is odd in any way,
+ * to parse_record(). */
 static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_error *e,
                        Py_ssize_t *remaining, const uint8_t *buf_end, int partial)
 {
@@ -558,11 +602,19 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
     const int64_t min_offset = bi->min_offset, max_offset = bi->max_offset;
     const int log_append = bi->log_append, headers = b->include_headers;
     const Py_ssize_t max_bytes = b->max_bytes;
+    /* base + an int32 delta cannot overflow; nor base + a delta of < 2**27, times 1000 */
+    const int offset_safe = base_offset >= INT64_MIN + ((int64_t)1 << 32) &&
+                            base_offset <= INT64_MAX - ((int64_t)1 << 32);
+    const int64_t ts_lim = INT64_MAX / 1000 - ((int64_t)1 << 28);
+    int64_t la_us = 0;
+    const int ts_safe = log_append ? !__builtin_mul_overflow(bi->max_timestamp, (int64_t)1000, &la_us)
+                                   : (base_ts >= -ts_lim && base_ts <= ts_lim);
     Py_ssize_t left = *remaining, row = b->rows;
     Py_ssize_t kd_len = b->key_data.len, vd_len = b->val_data.len;
     uint8_t *kd, *vd;
     int32_t *ko, *vo, *tt, *ho;
     int64_t *off, *tsw;
+    int fits;   /* the rest of the window cannot pass max_bytes in any column */
     int rc = KT_OK;
 #define LOAD() do {                                                                       \
         kd = b->key_data.p; vd = b->val_data.p;                                            \
@@ -570,6 +622,9 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
         ho = (int32_t *)b->hdr_offsets.p + 1; tt = (int32_t *)b->ts_types.p;                \
         off = (int64_t *)b->offsets.p; tsw = (int64_t *)b->timestamps.p;                    \
         row = b->rows; kd_len = b->key_data.len; vd_len = b->val_data.len;                  \
+        fits = end - p <= max_bytes - kd_len && end - p <= max_bytes - vd_len &&           \
+               (!headers || (end - p <= max_bytes - b->hk_data.len &&                        \
+                             end - p <= max_bytes - b->hv_data.len));                        \
     } while (0)
 #define STORE() do {                                                                      \
         b->rows = row; b->key_data.len = kd_len; b->val_data.len = vd_len;                  \
@@ -589,31 +644,62 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
         if (len < 6 || len > end - q) goto edge;
         rend = q + len;
         q += 1;   /* attributes */
-        if (!(q = fast_u64(q, rend, &u64))) goto slow;
-        if (!(q = fast_u32(q, rend, &u))) goto slow;
-        if (__builtin_add_overflow(base_offset, (int64_t)ZZ32(u), &offset)) goto slow;
-        if (log_append)
-            ts = bi->max_timestamp;
-        else if (__builtin_add_overflow(base_ts, ZZ64(u64), &ts))
-            goto slow;
-        if (__builtin_mul_overflow(ts, (int64_t)1000, &ts_us)) goto slow;
-        if (!(q = fast_u32(q, rend, &u))) goto slow;
-        klen = ZZ32(u);
-        kp = q;
-        if (klen > 0) {
-            if (klen > rend - q) goto slow;
-            q += klen;
-        } else if (klen < -1) {
-            goto slow;
-        }
-        if (!(q = fast_u32(q, rend, &u))) goto slow;
-        vlen = ZZ32(u);
-        vp = q;
-        if (vlen > 0) {
-            if (vlen > rend - q) goto slow;
-            q += vlen;
-        } else if (vlen < -1) {
-            goto slow;
+        if (__builtin_expect(buf_end - rend >= KT_TAIL, 1)) {
+            /* interior: varints read unchecked, their ends checked against rend below */
+            const uint8_t *t = uv64_short(q, &u64);
+            if (t && ts_safe) {
+                ts = log_append ? bi->max_timestamp : base_ts + ZZ64(u64);
+                ts_us = log_append ? la_us : ts * 1000;
+                q = t;
+            } else {
+                if (!(q = fast_u64(q, rend, &u64))) goto slow;
+                if (log_append)
+                    ts = bi->max_timestamp;
+                else if (__builtin_add_overflow(base_ts, ZZ64(u64), &ts))
+                    goto slow;
+                if (__builtin_mul_overflow(ts, (int64_t)1000, &ts_us)) goto slow;
+            }
+            if (!(q = uv32(q, &u))) goto slow;
+            if (offset_safe) offset = base_offset + ZZ32(u);
+            else if (__builtin_add_overflow(base_offset, (int64_t)ZZ32(u), &offset)) goto slow;
+            if (!(q = uv32(q, &u))) goto slow;
+            klen = ZZ32(u);
+            kp = q;
+            /* the key, then at least a byte (the value's length): q may be past rend here */
+            if (klen < -1 || (klen > 0 ? klen : 0) >= rend - q) goto slow;
+            q += klen > 0 ? klen : 0;
+            if (!(q = uv32(q, &u))) goto slow;
+            vlen = ZZ32(u);
+            vp = q;
+            if (vlen < -1 || (vlen > 0 ? vlen : 0) >= rend - q) goto slow;   /* + header count */
+            q += vlen > 0 ? vlen : 0;
+        } else {
+            if (!(q = fast_u64(q, rend, &u64))) goto slow;
+            if (!(q = fast_u32(q, rend, &u))) goto slow;
+            if (__builtin_add_overflow(base_offset, (int64_t)ZZ32(u), &offset)) goto slow;
+            if (log_append)
+                ts = bi->max_timestamp;
+            else if (__builtin_add_overflow(base_ts, ZZ64(u64), &ts))
+                goto slow;
+            if (__builtin_mul_overflow(ts, (int64_t)1000, &ts_us)) goto slow;
+            if (!(q = fast_u32(q, rend, &u))) goto slow;
+            klen = ZZ32(u);
+            kp = q;
+            if (klen > 0) {
+                if (klen > rend - q) goto slow;
+                q += klen;
+            } else if (klen < -1) {
+                goto slow;
+            }
+            if (!(q = fast_u32(q, rend, &u))) goto slow;
+            vlen = ZZ32(u);
+            vp = q;
+            if (vlen > 0) {
+                if (vlen > rend - q) goto slow;
+                q += vlen;
+            } else if (vlen < -1) {
+                goto slow;
+            }
         }
         int32_t hcount = 0;
         Py_ssize_t hk_bytes = 0, hv_bytes = 0;
@@ -648,10 +734,12 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
             continue;
         }
         Py_ssize_t kadd = klen > 0 ? klen : 0, vadd = vlen > 0 ? vlen : 0;
-        if (kadd > max_bytes - kd_len || vadd > max_bytes - vd_len) goto slow;
-        if (hcount && (hk_bytes > max_bytes - b->hk_data.len ||
-                       hv_bytes > max_bytes - b->hv_data.len))
-            goto slow;
+        if (__builtin_expect(!fits, 0)) {
+            if (kadd > max_bytes - kd_len || vadd > max_bytes - vd_len) goto slow;
+            if (hcount && (hk_bytes > max_bytes - b->hk_data.len ||
+                           hv_bytes > max_bytes - b->hv_data.len))
+                goto slow;
+        }
         off[row] = offset;
         tsw[row] = ts_us;
         tt[row] = log_append;
@@ -668,7 +756,15 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
             valid_put(&b->val_valid, &b->val_nulls, row, vlen >= 0))
             goto nomem;
         if (headers) {
-            if (valid_put(&b->hdr_valid, &b->hdr_nulls, row, hcount > 0)) goto nomem;
+            if (b->hdr_nulls) {   /* the bitmap exists (reserve_window made room): one bit */
+                uint8_t *hb = b->hdr_valid.p + (row >> 3);
+                const unsigned bit = (unsigned)row & 7;
+                *hb = (uint8_t)((bit ? *hb : 0) | ((hcount > 0) << bit));
+                b->hdr_valid.len = (row >> 3) + 1;
+                b->hdr_nulls += hcount == 0;
+            } else if (!hcount && valid_put(&b->hdr_valid, &b->hdr_nulls, row, 0)) {
+                goto nomem;
+            }
             if (hcount) {
                 if (vec_reserve(&b->hk_offsets, 4 * (Py_ssize_t)hcount) ||
                     vec_reserve(&b->hv_offsets, 4 * (Py_ssize_t)hcount) ||
@@ -966,6 +1062,77 @@ static PyObject *builder_append_lz4(kt_Builder *b, PyObject *args)
     return Py_BuildValue("Onn", Py_True, r.rp, r.left);
 }
 
+/* append_stream(fill, remaining, base_offset, base_timestamp, max_timestamp, log_append,
+ *               min_offset, max_offset, origin, limit, flush) -> (done, pos, remaining)
+ *
+ * The records of a batch whose decompressor is a Python object (zstd: a python-zstandard
+ * stream reader's readinto), decompressed a piece at a time into the window and parsed while
+ * hot, as append_lz4 does for its own reader.  fill(view) writes up to len(view) decompressed
+ * bytes into the writable memoryview and returns how many; 0 is the end of the records.  What
+ * fill raises propagates (the caller names the codec's error); done False: more than `limit`
+ * bytes came out (the caller raises the limit error).  Errors keep the order of
+ * decompress-then-parse: a record error is reported only once the stream has ended cleanly. */
+static PyObject *builder_append_stream(kt_Builder *b, PyObject *args)
+{
+    PyObject *fill;
+    Py_ssize_t remaining, origin, limit;
+    lz4_run r;
+    memset(&r, 0, sizeof r);
+    if (!PyArg_ParseTuple(args, "OnLLLpLLnnO", &fill, &remaining, &r.bi.base_offset,
+                          &r.bi.base_timestamp, &r.bi.max_timestamp, &r.bi.log_append,
+                          &r.bi.min_offset, &r.bi.max_offset, &origin, &limit, &r.flush))
+        return NULL;
+    if (remaining < 0 || limit < 0 || !PyCallable_Check(fill) || !PyCallable_Check(r.flush)) {
+        PyErr_SetString(PyExc_ValueError, "append_stream: bad arguments");
+        return NULL;
+    }
+    r.b = b;
+    r.origin = origin;
+    r.left = remaining;
+    int rc = KT_OK, over = 0;
+    r.ts = PyEval_SaveThread();
+    for (;;) {
+        if ((rc = lz4_room(&r, KT_PIECE + KT_WINDOW_SLACK, 0)) != KT_OK) break;
+        uint8_t *at = b->window.p + (r.have - r.base);
+        const Py_ssize_t room = b->window.cap - (r.have - r.base) - KT_WINDOW_SLACK;
+        PyEval_RestoreThread(r.ts);
+        PyObject *view = PyMemoryView_FromMemory((char *)at, room, PyBUF_WRITE);
+        PyObject *res = view ? PyObject_CallOneArg(fill, view) : NULL;
+        Py_XDECREF(view);
+        Py_ssize_t got = res ? PyLong_AsSsize_t(res) : -1;
+        Py_XDECREF(res);
+        if (got == -1 && PyErr_Occurred()) rc = KT_PYERR;
+        else if (got < 0 || got > room) {
+            PyErr_SetString(PyExc_ValueError, "append_stream: fill() returned a bad size");
+            rc = KT_PYERR;
+        }
+        r.ts = PyEval_SaveThread();
+        if (rc != KT_OK) break;
+        r.have += got;
+        if (r.have > limit) {
+            over = 1;
+            break;
+        }
+        const int final = got == 0;
+        if (!r.stopped && (final || r.have - r.rp >= KT_PIECE) &&
+            (rc = lz4_parse(&r, r.have, final)) != KT_OK)
+            break;
+        if (final) break;
+    }
+    PyEval_RestoreThread(r.ts);
+    if (rc == KT_NOMEM) return PyErr_NoMemory();
+    if (rc == KT_PYERR) return NULL;
+    if (over) return Py_BuildValue("Onn", Py_False, r.rp, r.left);
+    kt_error e;
+    if (r.failed) return kt_raise(&r.err);
+    if (r.rp != r.have) {
+        kt_cursor records = {NULL, 0, 0, r.origin, 1, 0};
+        bytes_left(&records, r.rp, r.have - r.rp, &e);
+        return kt_raise(&e);
+    }
+    return Py_BuildValue("Onn", Py_True, r.rp, r.left);
+}
+
 /* finish() -> Columns, a struct sequence whose fields name the Arrow buffers and null counts
  * (read by name in kafka_tiered_source.records._native_backend; the header fields are None
  * when the builder was made without headers).  The builder starts over empty. */
@@ -1088,6 +1255,9 @@ static PyMethodDef builder_methods[] = {
      "append_lz4(data, pos, size, remaining, base_offset, base_timestamp, max_timestamp, "
      "log_append, min_offset, max_offset, origin, verify_crc, limit, flush) -> "
      "(done, pos, remaining)"},
+    {"append_stream", (PyCFunction)builder_append_stream, METH_VARARGS,
+     "append_stream(fill, remaining, base_offset, base_timestamp, max_timestamp, log_append, "
+     "min_offset, max_offset, origin, limit, flush) -> (done, pos, remaining)"},
     {"finish", (PyCFunction)builder_finish, METH_NOARGS, "finish() -> buffers; starts over"},
     {NULL}};
 

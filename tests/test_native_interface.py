@@ -54,8 +54,10 @@ def test_finish_hands_out_the_buffers_by_name(headers):
 def test_both_builders_declare_the_interface_the_decoder_drives():
     from kafka_tiered_source.records import _native_backend
     assert _native_backend.Builder.fused_lz4 is True and _python.Builder.fused_lz4 is False
+    assert _native_backend.Builder.fused_streams is True and _python.Builder.fused_streams is False
     for cls in (_native_backend.Builder, _python.Builder):
-        for name in ("append", "finish", "rows", "fused_lz4"):
+        for name in ("append", "finish", "rows", "fused_lz4", "fused_streams"):
             assert hasattr(cls, name), (cls, name)
     assert hasattr(_native_backend.Builder(True), "append_lz4")   # what fused_lz4 promises
-    assert set(RecordBuilder.__annotations__) == {"include_headers", "fused_lz4"}
+    assert hasattr(_native_backend.Builder(True), "append_stream")   # and fused_streams
+    assert set(RecordBuilder.__annotations__) == {"include_headers", "fused_lz4", "fused_streams"}

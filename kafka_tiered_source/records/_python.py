@@ -101,6 +101,7 @@ class Builder:
 
     #: lz4 batches arrive decompressed (python-lz4), through ``append``
     fused_lz4 = False
+    fused_streams = False
 
     def __init__(self, include_headers: bool = True, max_bytes: int = INT32_MAX):
         if not 1 <= max_bytes <= INT32_MAX:

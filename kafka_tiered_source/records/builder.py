@@ -5,7 +5,9 @@ that appends the records of a batch to Arrow columns and hands out a finished
 ``pyarrow.RecordBatch``.  The batch walk in :mod:`.decoder` drives either through this
 interface.  ``fused_lz4`` declares whether the builder reads lz4 batches itself
 (``append_lz4``: the C decoder's own frame reader, block by block); a builder without it gets
-lz4 batches already decompressed, through ``append``.
+lz4 batches already decompressed, through ``append``.  ``fused_streams`` likewise declares
+``append_stream``: zstd batches pulled from the codec a piece at a time and parsed while the
+piece is in cache.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pyarrow as pa
 class RecordBuilder(Protocol):
     include_headers: bool
     fused_lz4: bool
+    fused_streams: bool
 
     @property
     def rows(self) -> int:

@@ -36,18 +36,64 @@ def decompress(codec: int, data, limit: int, *, position: int, base_offset: int)
             raise CorruptRecordError(f"unknown compression codec {codec}",
                                      position=position + 21, base_offset=base_offset)
     except _Limit:
-        raise DecompressionLimitError(
-            f"{CODEC_NAMES.get(codec)} records decompress to more than "
-            f"max_decompressed_bytes={limit}", position=position, base_offset=base_offset) from None
-    except CorruptRecordError:
-        raise
-    except MemoryError:
+        raise limit_error(codec, limit, position, base_offset) from None
+    except (CorruptRecordError, MemoryError):
         raise
     except Exception as exc:   # zlib.error, lz4/zstd/cramjam errors, ValueError, struct.error...
-        raise CorruptRecordError(
-            f"cannot decompress {CODEC_NAMES.get(codec)} records: {type(exc).__name__}: {exc}",
-            position=position, base_offset=base_offset) from exc
+        raise library_error(codec, exc, position, base_offset) from exc
     return out
+
+
+def limit_error(codec: int, limit: int, position: int, base_offset: int):
+    """The error of a batch whose records decompress to more than ``limit`` bytes."""
+    return DecompressionLimitError(
+        f"{CODEC_NAMES.get(codec)} records decompress to more than "
+        f"max_decompressed_bytes={limit}", position=position, base_offset=base_offset)
+
+
+def library_error(codec: int, exc: Exception, position: int, base_offset: int):
+    """A codec library's failure on a batch, as the error both decoders raise for it."""
+    return CorruptRecordError(
+        f"cannot decompress {CODEC_NAMES.get(codec)} records: {type(exc).__name__}: {exc}",
+        position=position, base_offset=base_offset)
+
+
+class ZstdStream:
+    """A zstd batch's records for ``Builder.append_stream``: calling it with a writable view
+    decompresses the next piece into it (python-zstandard's stream reader, as :func:`_zstd`
+    reads the whole batch) and returns the bytes written, 0 at the end.  The library's errors
+    come out as :func:`decompress` names them; a content size past ``limit`` is refused before
+    anything is decompressed, as there."""
+
+    __slots__ = ("_reader", "_readinto", "_where")
+
+    def __init__(self, data, limit: int, *, position: int, base_offset: int):
+        import zstandard
+
+        self._where = (position, base_offset)
+        try:
+            hint = zstandard.frame_content_size(data)
+        except zstandard.ZstdError:
+            hint = -1
+        if hint > limit:
+            raise limit_error(CODEC_ZSTD, limit, position, base_offset)
+        self._reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+        self._readinto = self._reader.readinto
+
+    def __call__(self, view) -> int:
+        try:
+            return self._readinto(view)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise library_error(CODEC_ZSTD, exc, *self._where) from exc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._reader.close()
+        return False
 
 
 class _Limit(Exception):

@@ -19,7 +19,7 @@ import pyarrow as pa
 from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
 from . import codecs
 from .builder import RecordBuilder
-from .header import (CODEC_LZ4, CODEC_NONE, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
+from .header import (CODEC_LZ4, CODEC_NONE, CODEC_ZSTD, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
                      TIMESTAMP_TYPE_MASK, read_header)
 from .schema import kafka_schema
 from .transactions import ReadCommittedFilter, control_type
@@ -131,6 +131,7 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
         hi = min(hi, filter.last_stable_offset)
     builder: RecordBuilder = be.Builder(include_headers, max_batch_bytes)
     lz4_fused = builder.fused_lz4
+    streams = builder.fused_streams
     res = DecodeResult()
     out = res.batches
 
@@ -202,6 +203,19 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 log.debug("lz4 frame of the batch at position %d (base offset %d) left to "
                           "python-lz4 after %d records", position + pos, h.base_offset,
                           h.record_count - remaining)
+            elif streams and h.codec == CODEC_ZSTD and not is_control:
+                # zstd: the C loop pulls the records a piece at a time from python-zstandard and
+                # parses each while it is in cache (Builder.append_stream)
+                at = position + pos
+                with codecs.ZstdStream(mv[pos + HEADER_SIZE:pos + size], max_decompressed_bytes,
+                                       position=at, base_offset=h.base_offset) as fill:
+                    done, rpos, remaining = builder.append_stream(
+                        fill, remaining, h.base_offset, h.base_timestamp, h.max_timestamp,
+                        log_append, lo, hi, at, max_decompressed_bytes, flush)
+                if not done:
+                    raise codecs.limit_error(h.codec, max_decompressed_bytes, at, h.base_offset)
+                pos += size
+                continue
             records, origin, decompressed = _records(mv, h, pos, size, position,
                                                      max_decompressed_bytes)
             while True:
