@@ -1,6 +1,6 @@
-# Type stubs of the C extension built from native/ (module.c, records.c, batch.c, lz4.c,
-# crc32c.c).  tests/test_native_interface.py checks that they name exactly what the module
-# exports; the pure-Python backend (records/_python.py) implements the same Builder interface.
+# Type stubs of the C extension built from native/ (module.c, records.c, fused.c, batch.c,
+# lz4.c, snappy.c, crc32c.c).  tests/test_native_interface.py checks that they name exactly
+# what the module exports; the pure-Python backend (records/_python.py) implements the same Builder interface.
 from typing import Callable, Protocol
 
 from typing_extensions import Buffer as _BytesLike
@@ -77,18 +77,30 @@ class Builder:
                    flush: Callable[[], object]) -> tuple[bool, int, int]:
         """Decompress an lz4 batch block by block and append its records -> ``(done, pos,
         remaining)``; ``done`` False: the frame was refused, python-lz4 continues from ``pos``."""
-    def append_stream(self, fill: Callable[[memoryview], int], remaining: int, base_offset: int,
-                      base_timestamp: int, max_timestamp: int, log_append: bool,
+    def append_snappy(self, data: _BytesLike, pos: int, size: int, remaining: int,
+                      base_offset: int, base_timestamp: int, max_timestamp: int,
+                      log_append: bool, min_offset: int, max_offset: int, origin: int,
+                      verify_crc: bool, limit: int,
+                      flush: Callable[[], object]) -> tuple[bool, int, int]:
+        """``append_lz4`` for a snappy batch (xerial-framed or one raw block), through the
+        decoder's own snappy reader; ``done`` False: cramjam continues from ``pos``."""
+    def append_stream(self, fill: Callable[[memoryview], int], size_hint: int, in_len: int,
+                      remaining: int, base_offset: int, base_timestamp: int,
+                      max_timestamp: int, log_append: bool,
                       min_offset: int, max_offset: int, origin: int, limit: int,
                       flush: Callable[[], object]) -> tuple[bool, int, int]:
         """Pull a batch's decompressed records from ``fill(view) -> bytes written`` (0 at the
         end) a piece at a time and append them -> ``(done, pos, remaining)``; ``done`` False:
-        more than ``limit`` bytes came out."""
+        more than ``limit`` bytes came out.  ``size_hint``: the decompressed size if known, else
+        -1; ``in_len``: the compressed size (the columns are sized once from them)."""
     def finish(self) -> Columns:
         """The buffers of the rows appended so far; the builder starts over empty."""
 
 def lz4_decompress(frame: _BytesLike, limit: int, out: bytearray | None = None) -> bytes | int:
     """An LZ4 frame's content (at most ``limit`` bytes), or the size written into ``out``."""
+def snappy_decompress(records: _BytesLike, limit: int,
+                      out: bytearray | None = None) -> bytes | int:
+    """A batch's snappy records (at most ``limit`` bytes), or the size written into ``out``."""
 def crc32c(data: _BytesLike, start: int = 0, end: int = ...) -> int: ...
 def check_batch(data: _BytesLike, pos: int, size: int, origin: int, verify_crc: bool) -> None:
     """Magic and CRC-32C of the batch at ``data[pos:pos+size]``; RecordFormatError names the

@@ -3,6 +3,7 @@
 #include "records.h"
 #include "crc32c.h"
 #include "lz4.h"
+#include "snappy.h"
 
 #include <stdlib.h>
 
@@ -82,10 +83,60 @@ static PyObject *py_lz4_decompress(PyObject *self, PyObject *args)
     return ret;
 }
 
+/* snappy_decompress(records, limit[, out]) -> bytes, or the size written into `out`: a batch's
+ * snappy records (xerial-framed or one raw block) through the reader append_snappy uses.
+ * ValueError naming what the reader refused, or the limit.  Tests compare it with cramjam. */
+static PyObject *py_snappy_decompress(PyObject *self, PyObject *args)
+{
+    Py_buffer view, given = {0};
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*n|w*", &view, &limit, &given)) return NULL;
+    kt_snappy_stream s;
+    const char *why = NULL;
+    uint8_t *out = NULL;
+    size_t have = 0, cap = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (kt_snappy_begin(&s, view.buf, (size_t)view.len, (uint64_t)limit) == KT_SNAPPY_BAD) {
+        why = s.why;
+    } else {
+        cap = (size_t)s.total + KT_SNAPPY_SLACK;
+        if (given.buf) {
+            out = given.buf;
+            if ((size_t)given.len < cap) why = "output buffer too small";
+        } else if (!(out = malloc(cap))) {
+            why = "out of memory";
+        }
+        while (!why) {
+            size_t got;
+            int k = kt_snappy_next(&s, out + have, &got);
+            have += got;
+            if (k == KT_SNAPPY_BAD) why = s.why;
+            if (k != KT_SNAPPY_BLOCK) break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *ret = NULL;
+    if (why)
+        PyErr_Format(PyExc_ValueError, "snappy: %s", why);
+    else if (given.buf)
+        ret = PyLong_FromSize_t(have);
+    else
+        ret = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)have);
+    if (given.buf)
+        PyBuffer_Release(&given);
+    else
+        free(out);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"lz4_decompress", py_lz4_decompress, METH_VARARGS,
      "lz4_decompress(frame, limit[, out]) -> bytes, or the size written into out "
      "(the block reader of Builder.append_lz4)"},
+    {"snappy_decompress", py_snappy_decompress, METH_VARARGS,
+     "snappy_decompress(records, limit[, out]) -> bytes, or the size written into out "
+     "(the reader of Builder.append_snappy)"},
     {"crc32c", kt_py_crc32c, METH_VARARGS, "crc32c(data, start=0, end=len) -> int"},
     {"check_batch", kt_py_check_batch, METH_VARARGS,
      "check_batch(data, pos, size, origin, verify_crc): magic and CRC-32C of one batch"},
@@ -105,6 +156,7 @@ static struct PyModuleDef moddef = {
 PyMODINIT_FUNC PyInit__native(void)
 {
     kt_crc32c_init();
+    kt_snappy_init();
     if (PyType_Ready(&kt_BufferType) < 0 || PyType_Ready(&kt_BuilderType) < 0 ||
         kt_columns_type_init() < 0)
         return NULL;

@@ -6,10 +6,9 @@
  * `max_bytes`; append() then stops before that record and returns where it stopped, so the
  * caller can finish this Arrow batch and go on in a fresh one (Arrow binary offsets are int32).
  */
+#include "builder.h"
 #include "records.h"
 #include "varint.h"
-#include "crc32c.h"
-#include "lz4.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -101,11 +100,6 @@ PyObject *kt_buffer_new(uint8_t *p, Py_ssize_t len, Py_ssize_t cap)
 }
 
 /* ---- growable byte vectors ---- */
-
-typedef struct {
-    uint8_t *p;
-    Py_ssize_t len, cap;
-} kt_vec;
 
 #define KT_HUGE ((uintptr_t)2 * 1024 * 1024)
 
@@ -240,25 +234,6 @@ static int utf8_valid(const uint8_t *s, Py_ssize_t n)
 /* ---- Builder ---- */
 
 typedef struct {
-    PyObject_HEAD
-    int include_headers;
-    Py_ssize_t max_bytes;
-    Py_ssize_t rows;
-    kt_vec key_valid, key_offsets, key_data;
-    Py_ssize_t key_nulls;
-    kt_vec val_valid, val_offsets, val_data;
-    Py_ssize_t val_nulls;
-    kt_vec offsets, timestamps, ts_types;
-    kt_vec hdr_valid, hdr_offsets;
-    Py_ssize_t hdr_nulls, nheaders;
-    kt_vec hk_offsets, hk_data;
-    kt_vec hv_valid, hv_offsets, hv_data;
-    Py_ssize_t hv_nulls;
-    kt_vec scratch;   /* header spans of the record being parsed */
-    kt_vec window;    /* append_lz4: the decompressed records not parsed yet */
-} kt_Builder;
-
-typedef struct {
     Py_ssize_t kpos, klen, vpos, vlen;   /* vlen -1 = null value */
 } kt_hspan;
 
@@ -315,13 +290,6 @@ static inline int too_big(const kt_Builder *b, Py_ssize_t have, Py_ssize_t add)
 {
     return add > b->max_bytes - have;
 }
-
-typedef struct {
-    int64_t base_offset, base_timestamp, max_timestamp, min_offset, max_offset;
-    int log_append;
-} kt_batch_info;
-
-enum { KT_OK = 0, KT_CORRUPT = -1, KT_NOMEM = -2, KT_FULL = 1 };
 
 /* Parse one record at c->pos; append it when its offset is in bounds.  On KT_FULL the cursor is
  * back at the record's start and nothing was appended. */
@@ -454,7 +422,7 @@ static int parse_record(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt
 
 /* ---- the fast path ----
  *
- * run_records() parses the common record shape (no headers, in bounds, columns not full)
+ * kt_run_records() parses the common record shape (no headers, in bounds, columns not full)
  * with everything in locals: one length check per record against the window, field checks
  * against the record's end, no per-record growth checks (append() reserved room for every
  * record the window can hold), and short keys/values copied in 32-byte steps.  Anything else
@@ -582,7 +550,193 @@ static inline Py_ssize_t complete_record(const uint8_t *p, const uint8_t *lim)
     return (q - p) + len;
 }
 
-/* Parse up to *remaining records from the cursor's window (reserve_window() made room for
+/* ---- the plain loop ----
+ *
+ * The records nearly every topic is made of, with nothing in the loop that does not change from
+ * record to record: interior (KT_TAIL readable bytes after it), a value, a key (or a null one
+ * once the key bitmap exists), headers with ASCII keys and values (or none), in bounds.
+ * kt_run_records() checks once what makes such a run possible (no overflow, columns that cannot
+ * fill) and calls this; it stops, consuming nothing, at the first record of any other shape, or
+ * one that needs a bitmap made or a header column grown, which kt_run_records() then takes through
+ * its general steps.  A record's headers are all checked before anything of them is written. */
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t row, left;
+    uint8_t *kd, *vd;   /* write positions in the key and value data */
+} kt_plain;
+
+/* Are the n (<= 16) bytes at s ASCII?  16 bytes may be read. */
+static inline int ascii16(const uint8_t *s, int32_t n)
+{
+    uint64_t a, c;
+    memcpy(&a, s, 8);
+    memcpy(&c, s + 8, 8);
+    const uint64_t ma = n >= 8 ? ~(uint64_t)0 : (((uint64_t)1 << (8 * n)) - 1);
+    const uint64_t mc = n >= 16 ? ~(uint64_t)0 : n <= 8 ? 0 : (((uint64_t)1 << (8 * (n - 8))) - 1);
+    return !(((a & ma) | (c & mc)) & 0x8080808080808080ull);
+}
+
+/* Set the validity bit of entry i (the bitmap's bytes are zeroed as entries enter them). */
+static inline void bit_put(uint8_t *bm, Py_ssize_t i, int valid)
+{
+    uint8_t *x = bm + (i >> 3);
+    const unsigned bit = (unsigned)i & 7;
+    *x = (uint8_t)((bit ? *x : 0) | ((valid != 0) << bit));
+}
+
+static inline __attribute__((always_inline)) void
+run_plain(kt_Builder *b, kt_plain *st, const uint8_t *end, const uint8_t *tail,
+          const kt_batch_info *bi, int64_t la_us, const int log_append)
+{
+    const uint8_t *p = st->p;
+    uint8_t *kw = st->kd, *vw = st->vd;
+    const uint8_t *const kd = b->key_data.p, *const vd = b->val_data.p;
+    int32_t *const ko = (int32_t *)b->key_offsets.p + 1, *const vo = (int32_t *)b->val_offsets.p + 1;
+    int64_t *const off = (int64_t *)b->offsets.p, *const tsw = (int64_t *)b->timestamps.p;
+    uint8_t *const kbm = b->key_nulls ? b->key_valid.p : NULL;
+    const int headers = b->include_headers;
+    uint8_t *const hbm = headers && b->hdr_nulls ? b->hdr_valid.p : NULL;
+    uint8_t *const hvbm = b->hv_nulls ? b->hv_valid.p : NULL;
+    int32_t *const ho = (int32_t *)b->hdr_offsets.p + 1;
+    const int64_t base_offset = bi->base_offset, base_ts = bi->base_timestamp;
+    const uint64_t lo = (uint64_t)bi->min_offset, span = (uint64_t)bi->max_offset - lo;
+    Py_ssize_t row = st->row, knulls = 0, hnulls = 0, rows_without = 0;
+    const Py_ssize_t stop = row + st->left;
+    while (row < stop && p < tail) {
+        uint32_t u, k, v;
+        uint64_t u64;
+        const uint8_t *q = uv32(p, &u), *rend;
+        if (!q) break;
+        const int32_t len = ZZ32(u);
+        if (len < 6 || len > end - q || len > tail - q) break;
+        rend = q + len;
+        if (!(q = uv64_short(q + 1, &u64))) break;
+        const int64_t ts_us = log_append ? la_us : (base_ts + ZZ64(u64)) * 1000;
+        if (!(q = uv32(q, &u))) break;
+        const int64_t offset = base_offset + ZZ32(u);
+        if ((uint64_t)offset - lo >= span) break;   /* out of bounds: the general steps skip it */
+        if (!(q = uv32(q, &k))) break;
+        const int32_t klen = ZZ32(k);
+        const uint8_t *const kp = q;
+        const int32_t kadd = klen > 0 ? klen : 0;
+        if ((klen < 0 && (klen < -1 || !kbm)) || kadd >= rend - q) break;
+        q += kadd;
+        if (!(q = uv32(q, &v))) break;
+        const int32_t vlen = ZZ32(v);
+        const uint8_t *const vp = q;
+        if (vlen < 0 || vlen >= rend - q) break;   /* the value, then the header count */
+        q += vlen;
+        int32_t hc = 0;
+        Py_ssize_t hk_bytes = 0, hv_bytes = 0;
+        if (__builtin_expect(*q != 0 || q + 1 != rend, 0)) {
+            /* headers, pass 1: all checked before anything is written */
+            if (!(q = uv32(q, &u))) break;
+            hc = ZZ32(u);
+            if (hc <= 0 || (Py_ssize_t)hc * 2 > rend - q) break;
+            const uint8_t *h = q;
+            int32_t i;
+            for (i = 0; i < hc; i++) {
+                int32_t hk, hv;
+                if (h >= rend || !(h = uv32(h, &u))) break;
+                hk = ZZ32(u);
+                if (hk < 0 || hk > rend - h) break;
+                if (!(hk <= 16 ? ascii16(h, hk) : utf8_valid(h, hk))) break;
+                h += hk;
+                if (h >= rend || !(h = uv32(h, &u))) break;
+                hv = ZZ32(u);
+                if (hv < (hvbm ? -1 : 0) || hv > rend - h) break;
+                if (hv > 0) {
+                    h += hv;
+                    hv_bytes += hv;
+                }
+                hk_bytes += hk;
+            }
+            if (i < hc || h != rend) break;
+            if (headers) {
+                const Py_ssize_t nh = b->nheaders;
+                if (b->hk_data.cap - b->hk_data.len < hk_bytes + KT_SLACK ||
+                    b->hv_data.cap - b->hv_data.len < hv_bytes + KT_SLACK ||
+                    b->hk_offsets.cap - b->hk_offsets.len < 4 * (Py_ssize_t)hc ||
+                    b->hv_offsets.cap - b->hv_offsets.len < 4 * (Py_ssize_t)hc ||
+                    (hvbm && b->hv_valid.cap <= (nh + hc) >> 3))
+                    break;
+                /* pass 2: the writes */
+                uint8_t *hkw = b->hk_data.p + b->hk_data.len, *hvw = b->hv_data.p + b->hv_data.len;
+                int32_t *hko = (int32_t *)(b->hk_offsets.p + b->hk_offsets.len);
+                int32_t *hvo = (int32_t *)(b->hv_offsets.p + b->hv_offsets.len);
+                const uint8_t *const hkd = b->hk_data.p, *const hvd = b->hv_data.p;
+                h = q;
+                for (i = 0; i < hc; i++) {
+                    int32_t hk, hv;
+                    h = uv32(h, &u);
+                    hk = ZZ32(u);
+                    copy_data(hkw, h, hk, tail + KT_TAIL - h);
+                    hkw += hk;
+                    hko[i] = (int32_t)(hkw - hkd);
+                    h = uv32(h + hk, &u);
+                    hv = ZZ32(u);
+                    if (hvbm) {
+                        bit_put(hvbm, nh + i, hv >= 0);
+                        hnulls += hv < 0;
+                    }
+                    if (hv > 0) {
+                        copy_data(hvw, h, hv, tail + KT_TAIL - h);
+                        hvw += hv;
+                        h += hv;
+                    }
+                    hvo[i] = (int32_t)(hvw - hvd);
+                }
+                b->hk_data.len += hk_bytes;
+                b->hv_data.len += hv_bytes;
+                b->hk_offsets.len += 4 * (Py_ssize_t)hc;
+                b->hv_offsets.len += 4 * (Py_ssize_t)hc;
+                b->nheaders = nh + hc;
+                if (hvbm) b->hv_valid.len = ((nh + hc - 1) >> 3) + 1;
+            }
+        } else if (headers && !hbm) {
+            break;   /* the first row without headers: run_records makes the bitmap */
+        }
+        off[row] = offset;
+        tsw[row] = ts_us;
+        copy_data(kw, kp, kadd, tail + KT_TAIL - kp);
+        kw += kadd;
+        ko[row] = (int32_t)(kw - kd);
+        copy_data(vw, vp, vlen, tail + KT_TAIL - vp);
+        vw += vlen;
+        vo[row] = (int32_t)(vw - vd);
+        if (kbm) {   /* the key bitmap exists: this row's bit */
+            bit_put(kbm, row, klen >= 0);
+            knulls += klen < 0;
+        }
+        if (headers) {
+            ho[row] = (int32_t)b->nheaders;
+            if (hbm) {
+                bit_put(hbm, row, hc > 0);
+                rows_without += hc == 0;
+            }
+        }
+        row++;
+        p = rend;
+    }
+    if (row > st->row) {
+        if (kbm) {
+            b->key_nulls += knulls;
+            b->key_valid.len = ((row - 1) >> 3) + 1;
+        }
+        if (hbm) {
+            b->hdr_valid.len = ((row - 1) >> 3) + 1;
+            b->hdr_nulls += rows_without;
+        }
+    }
+    b->hv_nulls += hnulls;
+    st->left -= row - st->row;
+    st->row = row;
+    st->p = p;
+    st->kd = kw;
+    st->vd = vw;
+}
+
+/* Parse up to *remaining records from the cursor's window (kt_reserve_window() made room for
  * them).  `buf_end`: end of the caller's buffer (readable, maybe past the window).  `partial`:
  * the window is a piece of the records, so stop, without error, at a record that is not wholly
  * in it yet (or whose length is malformed: reported once the window is everything).
@@ -593,7 +747,7 @@ static inline Py_ssize_t complete_record(const uint8_t *p, const uint8_t *lim)
  * key and value lie inside it).  A record that is not interior (fewer than KT_TAIL readable
  * bytes after it) or has headers goes through the checked steps; one that is odd in any way,
  * to parse_record(). */
-static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_error *e,
+int kt_run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_error *e,
                        Py_ssize_t *remaining, const uint8_t *buf_end, int partial)
 {
     const uint8_t *const buf = c->buf, *const end = buf + c->end;
@@ -633,7 +787,24 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
         if (headers) b->hdr_offsets.len = 4 * (row + 1);                                     \
     } while (0)
     LOAD();
+    /* plain runs need: no overflow checks, no column that can fill, no value bitmap */
+    const int plain_ok = offset_safe && ts_safe && buf_end - end >= 0;
+    const uint8_t *const tail = buf_end - KT_TAIL;
     for (; left > 0; left--) {
+        if (plain_ok && fits && !b->val_nulls) {
+            kt_plain st = {p, row, left, kd + kd_len, vd + vd_len};
+            if (log_append) run_plain(b, &st, end, tail, bi, la_us, 1);
+            else run_plain(b, &st, end, tail, bi, la_us, 0);
+            if (st.row > row) {
+                for (Py_ssize_t r = row; r < st.row; r++) tt[r] = log_append;
+                p = st.p;
+                row = st.row;
+                left = st.left;
+                kd_len = st.kd - kd;
+                vd_len = st.vd - vd;
+                if (left == 0) break;
+            }
+        }
         const uint8_t *q, *rend, *kp, *vp;
         uint32_t u;
         uint64_t u64;
@@ -766,9 +937,11 @@ static int run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_
                 goto nomem;
             }
             if (hcount) {
+                /* with the slack the plain loop's copies need: later rows can go there */
                 if (vec_reserve(&b->hk_offsets, 4 * (Py_ssize_t)hcount) ||
                     vec_reserve(&b->hv_offsets, 4 * (Py_ssize_t)hcount) ||
-                    vec_reserve(&b->hk_data, hk_bytes) || vec_reserve(&b->hv_data, hv_bytes))
+                    vec_reserve(&b->hk_data, hk_bytes + KT_SLACK) ||
+                    vec_reserve(&b->hv_data, hv_bytes + KT_SLACK))
                     goto nomem;
                 for (int32_t i = 0; i < hcount; i++) {   /* checked in pass 1 */
                     int32_t hk, hv;
@@ -820,7 +993,7 @@ nomem:
 
 /* The error of records that end before the batch's records do: the one message both append()
  * and append_lz4() give, so that the two paths report it alike. */
-static int bytes_left(const kt_cursor *c, Py_ssize_t at, Py_ssize_t n, kt_error *e)
+int kt_bytes_left(const kt_cursor *c, Py_ssize_t at, Py_ssize_t n, kt_error *e)
 {
     return kt_fail(c, at, e, "%zd bytes left after the batch's last record", n);
 }
@@ -828,7 +1001,7 @@ static int bytes_left(const kt_cursor *c, Py_ssize_t at, Py_ssize_t n, kt_error 
 /* Size the columns for a window of `win` record bytes at once (a record takes at least 7
  * bytes, and its key and value fit in it), so the record loop never checks for room; untouched
  * reserve costs address space, not memory.  The GIL must be held (the buffer pool). */
-static int reserve_window(kt_Builder *b, Py_ssize_t win, Py_ssize_t remaining)
+int kt_reserve_window(kt_Builder *b, Py_ssize_t win, Py_ssize_t remaining)
 {
     Py_ssize_t rows = win / 7 + 1;
     if (rows > remaining) rows = remaining;
@@ -869,268 +1042,18 @@ static PyObject *builder_append(kt_Builder *b, PyObject *args)
     }
     kt_cursor c = {(const uint8_t *)view.buf, pos, end, origin, decompressed, 0};
     kt_error e;
-    int rc = reserve_window(b, end - pos, remaining);
+    int rc = kt_reserve_window(b, end - pos, remaining);
     Py_BEGIN_ALLOW_THREADS
     if (rc == KT_OK)
-        rc = run_records(b, &c, &bi, &e, &remaining, c.buf + view.len, 0);
+        rc = kt_run_records(b, &c, &bi, &e, &remaining, c.buf + view.len, 0);
     if (rc == KT_OK && remaining == 0 && c.pos != c.end)
-        rc = bytes_left(&c, c.pos, c.end - c.pos, &e);
+        rc = kt_bytes_left(&c, c.pos, c.end - c.pos, &e);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     if (rc == KT_NOMEM) return PyErr_NoMemory();
     if (rc == KT_CORRUPT) return kt_raise(&e);
     if (rc == KT_FULL) rc = KT_OK;
     return Py_BuildValue("nn", c.pos, remaining);
-}
-
-/* ---- append_lz4: an lz4 batch decompressed block by block, each piece parsed while hot ----
- *
- * Decompressing a whole batch first (13 MB for 100,000 records) and then parsing it reads
- * every byte back from memory, and so does the CRC of the compressed batch before it.  Here
- * the CRC covers each block just after the LZ4 reader has read it (from cache: ahead of the
- * reader it paid the memory latency the reader's sequential reads hide), the reader writes into
- * a window of a few hundred KiB, and each ~256 KiB of it is parsed before it can leave L2.  A
- * record cut by a piece's end waits for the next piece.
- *
- * The result must be what append() gives on python-lz4's output, errors included, so:
- * the CRC is settled before anything else is reported; a record error is only reported once
- * the rest of the frame has decompressed cleanly (a decompression error later in the batch
- * wins, as it does when the batch is decompressed first); and when the frame reader refuses
- * the frame, the caller decompresses it with python-lz4 and goes on with append() from the
- * record where this stopped -- which is how a corrupt frame gets python-lz4's error. */
-
-#define KT_PIECE ((Py_ssize_t)256 * 1024)   /* decompressed bytes parsed at a time */
-#define KT_WINDOW_SLACK 256   /* readable past the window's data: run_records' 128-byte copies */
-#define KT_PYERR (-3)
-#define KT_HISTORY 65536      /* how far back a linked LZ4 block may refer */
-
-typedef struct {
-    kt_Builder *b;
-    kt_batch_info bi;
-    Py_ssize_t origin;          /* absolute position of the batch: decompressed-record errors */
-    PyObject *flush;
-    PyThreadState *ts;
-    Py_ssize_t base;            /* index in the batch's records of window.p[0] */
-    Py_ssize_t have;            /* records decompressed so far */
-    Py_ssize_t rp;              /* index of the next record to parse */
-    Py_ssize_t left;            /* records still to parse */
-    int stopped;                /* every record parsed, or one failed: only decompress on */
-    int failed;
-    kt_error err;               /* the record error, reported if the frame turns out sound */
-} lz4_run;
-
-/* Make room for `need` bytes after the window's data: drop what is parsed (keeping the history
- * a linked frame may refer to), then grow. */
-static int lz4_room(lz4_run *r, Py_ssize_t need, int linked)
-{
-    kt_vec *v = &r->b->window;
-    if (v->cap - (r->have - r->base) >= need) return KT_OK;
-    Py_ssize_t keep = r->stopped ? r->have : r->rp;
-    if (linked && keep > r->have - KT_HISTORY) keep = r->have - KT_HISTORY;
-    if (keep > r->base) {
-        memmove(v->p, v->p + (keep - r->base), (size_t)(r->have - keep));
-        r->base = keep;
-    }
-    Py_ssize_t used = r->have - r->base;
-    if (v->cap - used >= need) return KT_OK;
-    Py_ssize_t cap = v->cap ? v->cap : KT_PIECE + KT_HISTORY;
-    while (cap - used < need) cap *= 2;
-    uint8_t *p = realloc(v->p, (size_t)cap);
-    if (!p) return KT_NOMEM;
-    memset(p + v->cap, 0, (size_t)(cap - v->cap));   /* the copies may read it: keep it defined */
-    v->p = p;
-    v->cap = cap;
-    return KT_OK;
-}
-
-/* Parse the records in [rp, lim): all that are left when `final`, else those wholly there. */
-static int lz4_parse(lz4_run *r, Py_ssize_t lim, int final)
-{
-    kt_Builder *b = r->b;
-    uint8_t *const w = b->window.p;
-    const Py_ssize_t n = r->left;
-    kt_cursor c = {w, r->rp - r->base, lim - r->base, r->origin, 1, r->base};
-    Py_ssize_t todo = n;
-    for (;;) {
-        PyEval_RestoreThread(r->ts);
-        int rc = reserve_window(b, c.end - c.pos, todo);
-        r->ts = PyEval_SaveThread();
-        if (rc != KT_OK) return rc;
-        rc = run_records(b, &c, &r->bi, &r->err, &todo, w + b->window.cap, !final);
-        if (rc == KT_FULL) {   /* this Arrow batch is full: the caller finishes it */
-            PyEval_RestoreThread(r->ts);
-            PyObject *res = PyObject_CallNoArgs(r->flush);
-            Py_XDECREF(res);
-            r->ts = PyEval_SaveThread();
-            if (!res) return KT_PYERR;
-            continue;
-        }
-        r->left -= n - todo;
-        r->rp = r->base + c.pos;
-        if (rc == KT_CORRUPT) {
-            r->failed = r->stopped = 1;
-            rc = KT_OK;
-        }
-        if (r->left == 0) r->stopped = 1;
-        return rc;
-    }
-}
-
-/* append_lz4(data, pos, size, remaining, base_offset, base_timestamp, max_timestamp, log_append,
- *            min_offset, max_offset, origin, verify_crc, limit, flush) -> (done, rpos, remaining)
- *
- * data[pos:pos+size] is a whole lz4 batch (magic checked; its CRC is checked here when
- * verify_crc).  done: every record appended.  Not done: the frame reader refused the frame
- * (or it passes `limit`); decompress the batch with python-lz4 and go on with append() from
- * rpos with `remaining` records.  flush() is called when the Arrow batch is full. */
-static PyObject *builder_append_lz4(kt_Builder *b, PyObject *args)
-{
-    Py_buffer view;
-    Py_ssize_t pos, size, remaining, origin, limit;
-    int verify_crc;
-    lz4_run r;
-    memset(&r, 0, sizeof r);
-    if (!PyArg_ParseTuple(args, "y*nnnLLLpLLnpnO", &view, &pos, &size, &remaining,
-                          &r.bi.base_offset, &r.bi.base_timestamp, &r.bi.max_timestamp,
-                          &r.bi.log_append, &r.bi.min_offset, &r.bi.max_offset, &origin,
-                          &verify_crc, &limit, &r.flush))
-        return NULL;
-    if (pos < 0 || size < KT_HEADER_SIZE || size > view.len - pos || remaining < 0 || limit < 0 ||
-        !PyCallable_Check(r.flush)) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "append_lz4: bad arguments");
-        return NULL;
-    }
-    const uint8_t *const batch = (const uint8_t *)view.buf + pos;
-    const uint32_t stored = kt_be32(batch + KT_CRC_OFFSET);
-    r.b = b;
-    r.origin = origin + pos;
-    r.left = remaining;
-    int rc = KT_OK, refused = 0;
-    uint32_t crc = 0;
-    Py_ssize_t crc_at = KT_HEADER_SIZE;
-    kt_lz4_frame f;
-    if (kt_lz4_begin(&f, batch + KT_HEADER_SIZE, (size_t)(size - KT_HEADER_SIZE),
-                     (uint64_t)limit) == KT_LZ4_BAD) {
-        refused = 1;
-    } else {
-        /* Columns sized once for the whole batch (growing them piece by piece copied them
-         * over and over); the frame's block headers bound its output. */
-        uint64_t bound = kt_lz4_bound(&f);
-        rc = reserve_window(b, bound < (uint64_t)limit ? (Py_ssize_t)bound : limit, remaining);
-    }
-    r.ts = PyEval_SaveThread();
-    if (verify_crc) crc = kt_crc32c(0, batch + KT_ATTR_OFFSET, KT_HEADER_SIZE - KT_ATTR_OFFSET);
-    if (!refused && rc == KT_OK) {
-        const Py_ssize_t need = (Py_ssize_t)f.block_max + KT_LZ4_SLACK + KT_WINDOW_SLACK;
-        for (;;) {
-            if ((rc = lz4_room(&r, need, f.linked)) != KT_OK) break;
-            size_t got;
-            int k = kt_lz4_next(&f, b->window.p + (r.have - r.base), &got);
-            if (verify_crc) {   /* the block the reader just brought into cache */
-                const Py_ssize_t to = KT_HEADER_SIZE + (Py_ssize_t)f.ip;
-                crc = kt_crc32c(crc, batch + crc_at, (size_t)(to - crc_at));
-                crc_at = to;
-            }
-            r.have += (Py_ssize_t)got;
-            if (k == KT_LZ4_BAD) {   /* corrupt, or past `limit` */
-                refused = 1;
-                break;
-            }
-            const int final = k == KT_LZ4_END;
-            if (!r.stopped && (final || r.have - r.rp >= KT_PIECE) &&
-                (rc = lz4_parse(&r, r.have, final)) != KT_OK)
-                break;
-            if (final) break;
-        }
-    }
-    if (verify_crc && crc_at < size) crc = kt_crc32c(crc, batch + crc_at, (size_t)(size - crc_at));
-    PyEval_RestoreThread(r.ts);
-    PyBuffer_Release(&view);
-    if (rc == KT_NOMEM) return PyErr_NoMemory();
-    if (rc == KT_PYERR) return NULL;
-    kt_cursor bc = {NULL, 0, 0, origin, 0, 0};
-    kt_error e;
-    if (verify_crc && kt_crc_mismatch(&bc, pos, stored, crc, &e)) return kt_raise(&e);
-    if (refused) return Py_BuildValue("Onn", Py_False, r.rp, r.left);
-    if (r.failed) return kt_raise(&r.err);
-    if (r.rp != r.have) {
-        kt_cursor records = {NULL, 0, 0, r.origin, 1, 0};
-        bytes_left(&records, r.rp, r.have - r.rp, &e);
-        return kt_raise(&e);
-    }
-    return Py_BuildValue("Onn", Py_True, r.rp, r.left);
-}
-
-/* append_stream(fill, remaining, base_offset, base_timestamp, max_timestamp, log_append,
- *               min_offset, max_offset, origin, limit, flush) -> (done, pos, remaining)
- *
- * The records of a batch whose decompressor is a Python object (zstd: a python-zstandard
- * stream reader's readinto), decompressed a piece at a time into the window and parsed while
- * hot, as append_lz4 does for its own reader.  fill(view) writes up to len(view) decompressed
- * bytes into the writable memoryview and returns how many; 0 is the end of the records.  What
- * fill raises propagates (the caller names the codec's error); done False: more than `limit`
- * bytes came out (the caller raises the limit error).  Errors keep the order of
- * decompress-then-parse: a record error is reported only once the stream has ended cleanly. */
-static PyObject *builder_append_stream(kt_Builder *b, PyObject *args)
-{
-    PyObject *fill;
-    Py_ssize_t remaining, origin, limit;
-    lz4_run r;
-    memset(&r, 0, sizeof r);
-    if (!PyArg_ParseTuple(args, "OnLLLpLLnnO", &fill, &remaining, &r.bi.base_offset,
-                          &r.bi.base_timestamp, &r.bi.max_timestamp, &r.bi.log_append,
-                          &r.bi.min_offset, &r.bi.max_offset, &origin, &limit, &r.flush))
-        return NULL;
-    if (remaining < 0 || limit < 0 || !PyCallable_Check(fill) || !PyCallable_Check(r.flush)) {
-        PyErr_SetString(PyExc_ValueError, "append_stream: bad arguments");
-        return NULL;
-    }
-    r.b = b;
-    r.origin = origin;
-    r.left = remaining;
-    int rc = KT_OK, over = 0;
-    r.ts = PyEval_SaveThread();
-    for (;;) {
-        if ((rc = lz4_room(&r, KT_PIECE + KT_WINDOW_SLACK, 0)) != KT_OK) break;
-        uint8_t *at = b->window.p + (r.have - r.base);
-        const Py_ssize_t room = b->window.cap - (r.have - r.base) - KT_WINDOW_SLACK;
-        PyEval_RestoreThread(r.ts);
-        PyObject *view = PyMemoryView_FromMemory((char *)at, room, PyBUF_WRITE);
-        PyObject *res = view ? PyObject_CallOneArg(fill, view) : NULL;
-        Py_XDECREF(view);
-        Py_ssize_t got = res ? PyLong_AsSsize_t(res) : -1;
-        Py_XDECREF(res);
-        if (got == -1 && PyErr_Occurred()) rc = KT_PYERR;
-        else if (got < 0 || got > room) {
-            PyErr_SetString(PyExc_ValueError, "append_stream: fill() returned a bad size");
-            rc = KT_PYERR;
-        }
-        r.ts = PyEval_SaveThread();
-        if (rc != KT_OK) break;
-        r.have += got;
-        if (r.have > limit) {
-            over = 1;
-            break;
-        }
-        const int final = got == 0;
-        if (!r.stopped && (final || r.have - r.rp >= KT_PIECE) &&
-            (rc = lz4_parse(&r, r.have, final)) != KT_OK)
-            break;
-        if (final) break;
-    }
-    PyEval_RestoreThread(r.ts);
-    if (rc == KT_NOMEM) return PyErr_NoMemory();
-    if (rc == KT_PYERR) return NULL;
-    if (over) return Py_BuildValue("Onn", Py_False, r.rp, r.left);
-    kt_error e;
-    if (r.failed) return kt_raise(&r.err);
-    if (r.rp != r.have) {
-        kt_cursor records = {NULL, 0, 0, r.origin, 1, 0};
-        bytes_left(&records, r.rp, r.have - r.rp, &e);
-        return kt_raise(&e);
-    }
-    return Py_BuildValue("Onn", Py_True, r.rp, r.left);
 }
 
 /* finish() -> Columns, a struct sequence whose fields name the Arrow buffers and null counts
@@ -1251,13 +1174,18 @@ static PyMethodDef builder_methods[] = {
     {"append", (PyCFunction)builder_append, METH_VARARGS,
      "append(data, pos, end, remaining, base_offset, base_timestamp, max_timestamp, log_append, "
      "min_offset, max_offset, origin, decompressed) -> (pos, remaining)"},
-    {"append_lz4", (PyCFunction)builder_append_lz4, METH_VARARGS,
+    {"append_lz4", (PyCFunction)kt_builder_append_lz4, METH_VARARGS,
      "append_lz4(data, pos, size, remaining, base_offset, base_timestamp, max_timestamp, "
      "log_append, min_offset, max_offset, origin, verify_crc, limit, flush) -> "
      "(done, pos, remaining)"},
-    {"append_stream", (PyCFunction)builder_append_stream, METH_VARARGS,
-     "append_stream(fill, remaining, base_offset, base_timestamp, max_timestamp, log_append, "
-     "min_offset, max_offset, origin, limit, flush) -> (done, pos, remaining)"},
+    {"append_snappy", (PyCFunction)kt_builder_append_snappy, METH_VARARGS,
+     "append_snappy(data, pos, size, remaining, base_offset, base_timestamp, max_timestamp, "
+     "log_append, min_offset, max_offset, origin, verify_crc, limit, flush) -> "
+     "(done, pos, remaining)"},
+    {"append_stream", (PyCFunction)kt_builder_append_stream, METH_VARARGS,
+     "append_stream(fill, size_hint, in_len, remaining, base_offset, base_timestamp, "
+     "max_timestamp, log_append, min_offset, max_offset, origin, limit, flush) -> "
+     "(done, pos, remaining)"},
     {"finish", (PyCFunction)builder_finish, METH_NOARGS, "finish() -> buffers; starts over"},
     {NULL}};
 

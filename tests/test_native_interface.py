@@ -60,4 +60,5 @@ def test_both_builders_declare_the_interface_the_decoder_drives():
             assert hasattr(cls, name), (cls, name)
     assert hasattr(_native_backend.Builder(True), "append_lz4")   # what fused_lz4 promises
     assert hasattr(_native_backend.Builder(True), "append_stream")   # and fused_streams
+    assert hasattr(_native_backend.Builder(True), "append_snappy")
     assert set(RecordBuilder.__annotations__) == {"include_headers", "fused_lz4", "fused_streams"}

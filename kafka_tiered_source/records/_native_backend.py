@@ -31,10 +31,12 @@ def _constant_columns(n, topic, partition):
 class Builder:
     """The native builder behind the :class:`~.builder.RecordBuilder` interface."""
 
-    __slots__ = ("_b", "include_headers", "append", "append_lz4", "append_stream")
+    __slots__ = ("_b", "include_headers", "append", "append_lz4", "append_snappy",
+                 "append_stream")
     #: lz4 batches go through the C decoder's own frame reader (``append_lz4``)
     fused_lz4 = True
-    #: zstd batches are pulled from the codec a piece at a time (``append_stream``)
+    #: snappy batches go through its own snappy reader (``append_snappy``), zstd batches are
+    #: pulled from python-zstandard a piece at a time (``append_stream``)
     fused_streams = True
 
     def __init__(self, include_headers: bool = True, max_bytes: int = 2**31 - 1):
@@ -42,6 +44,7 @@ class Builder:
         self.include_headers = include_headers
         self.append = self._b.append
         self.append_lz4 = self._b.append_lz4
+        self.append_snappy = self._b.append_snappy
         self.append_stream = self._b.append_stream
 
     @property

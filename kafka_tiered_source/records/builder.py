@@ -6,8 +6,8 @@ that appends the records of a batch to Arrow columns and hands out a finished
 interface.  ``fused_lz4`` declares whether the builder reads lz4 batches itself
 (``append_lz4``: the C decoder's own frame reader, block by block); a builder without it gets
 lz4 batches already decompressed, through ``append``.  ``fused_streams`` likewise declares
-``append_stream``: zstd batches pulled from the codec a piece at a time and parsed while the
-piece is in cache.
+``append_snappy`` (the C decoder's own snappy reader) and ``append_stream`` (zstd pulled from
+python-zstandard a piece at a time), each piece parsed while it is in cache.
 """
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ class ZstdStream:
     come out as :func:`decompress` names them; a content size past ``limit`` is refused before
     anything is decompressed, as there."""
 
-    __slots__ = ("_reader", "_readinto", "_where")
+    __slots__ = ("_reader", "_readinto", "_where", "size_hint")
 
     def __init__(self, data, limit: int, *, position: int, base_offset: int):
         import zstandard
@@ -75,6 +75,8 @@ class ZstdStream:
             hint = zstandard.frame_content_size(data)
         except zstandard.ZstdError:
             hint = -1
+        #: the decompressed size when the (first) frame states it, else -1
+        self.size_hint = hint
         if hint > limit:
             raise limit_error(CODEC_ZSTD, limit, position, base_offset)
         self._reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)

@@ -19,8 +19,8 @@ import pyarrow as pa
 from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
 from . import codecs
 from .builder import RecordBuilder
-from .header import (CODEC_LZ4, CODEC_NONE, CODEC_ZSTD, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD,
-                     TIMESTAMP_TYPE_MASK, read_header)
+from .header import (CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD,
+                     CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK, read_header)
 from .schema import kafka_schema
 from .transactions import ReadCommittedFilter, control_type
 
@@ -164,10 +164,11 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 pos += size
                 continue   # before the range: not checked, not decompressed
             is_control = h.attributes & CONTROL_MASK
-            # lz4 data batches go to the native block-by-block path, which checks the CRC
-            # itself on the way (see _native Builder.append_lz4); a batch that does not get
-            # there has its CRC checked before anything else is reported about it.
-            fused = lz4_fused and h.codec == CODEC_LZ4 and not is_control
+            # lz4 and snappy data batches go to the native block-by-block path, which checks
+            # the CRC itself on the way (see _native Builder.append_lz4); a batch that does not
+            # get there has its CRC checked before anything else is reported about it.
+            fused = not is_control and (lz4_fused and h.codec == CODEC_LZ4
+                                        or streams and h.codec == CODEC_SNAPPY)
             deferred = fused and verify_crc
             be.check_batch(mv, pos, size, position, verify_crc and not deferred)
             if filter is not None:
@@ -192,17 +193,18 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
             log_append = bool(h.attributes & TIMESTAMP_TYPE_MASK)
             rpos, remaining = 0, h.record_count
             if fused:
-                done, rpos, remaining = builder.append_lz4(
+                append = builder.append_lz4 if h.codec == CODEC_LZ4 else builder.append_snappy
+                done, rpos, remaining = append(
                     mv, pos, size, remaining, h.base_offset, h.base_timestamp, h.max_timestamp,
                     log_append, lo, hi, position, verify_crc, max_decompressed_bytes, flush)
                 if done:
                     pos += size
                     continue
-                # The block reader refused the frame: python-lz4 raises the error the pure
+                # The block reader refused the input: the library raises the error the pure
                 # decoder would, or decodes it; the records go on from where the reader stopped.
-                log.debug("lz4 frame of the batch at position %d (base offset %d) left to "
-                          "python-lz4 after %d records", position + pos, h.base_offset,
-                          h.record_count - remaining)
+                log.debug("%s records of the batch at position %d (base offset %d) left to the "
+                          "codec library after %d records", CODEC_NAMES[h.codec], position + pos,
+                          h.base_offset, h.record_count - remaining)
             elif streams and h.codec == CODEC_ZSTD and not is_control:
                 # zstd: the C loop pulls the records a piece at a time from python-zstandard and
                 # parses each while it is in cache (Builder.append_stream)
@@ -210,7 +212,7 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 with codecs.ZstdStream(mv[pos + HEADER_SIZE:pos + size], max_decompressed_bytes,
                                        position=at, base_offset=h.base_offset) as fill:
                     done, rpos, remaining = builder.append_stream(
-                        fill, remaining, h.base_offset, h.base_timestamp, h.max_timestamp,
+                        fill, fill.size_hint, size - HEADER_SIZE, remaining, h.base_offset, h.base_timestamp, h.max_timestamp,
                         log_append, lo, hi, at, max_decompressed_bytes, flush)
                 if not done:
                     raise codecs.limit_error(h.codec, max_decompressed_bytes, at, h.base_offset)
