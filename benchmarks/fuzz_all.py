@@ -262,13 +262,15 @@ def _fixture_batches(limit: int = 40, max_size: int = 20_000):
     return out
 
 
-def _lz4_piece_batches():
-    """lz4 batches of ~300 KB of records: more than one of the pieces the native decoder
-    parses at a time (native/records.c append_lz4), so records are cut by piece ends; in frames
-    of independent and of linked 64 KiB blocks.  The values are runs: the batches stay small."""
+def _piece_batches():
+    """lz4, snappy and zstd batches of ~300 KB of records: more than one of the pieces the native
+    decoder parses at a time (native/fused.c), so records are cut by piece ends; lz4 in frames of
+    independent and of linked 64 KiB blocks, snappy xerial-framed and as one raw block, zstd as a
+    stream without a content size.  The values are runs: the batches stay small."""
+    import cramjam
     import lz4.frame
 
-    from benchmarks.decode import _varint, make_batch
+    from benchmarks.decode import _varint, _xerial, _zstd_stream, make_batch
 
     records = []
     for i in range(100):
@@ -278,13 +280,16 @@ def _lz4_piece_batches():
     raw = b"".join(records)
     return [make_batch(raw, 100, "lz4", encode=lambda d, linked=linked: lz4.frame.compress(
         d, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=linked, store_size=False))
-        for linked in (False, True)]
+        for linked in (False, True)] + [
+        make_batch(raw, 100, "snappy", encode=_xerial),
+        make_batch(raw, 100, "snappy", encode=lambda d: bytes(cramjam.snappy.compress_raw(d))),
+        make_batch(raw, 100, "zstd", encode=_zstd_stream)]
 
 
 def seeds(name: str) -> list[bytes]:
     rng = random.Random(1248)
     if name.startswith("decode"):
-        batches = _fixture_batches() + _lz4_piece_batches()
+        batches = _fixture_batches() + _piece_batches()
         out = [bytes([flags]) + b for b in batches for flags in (1, 9, 35)]
         out.append(bytes([1]) + b"".join(batches[:3]))
         return out
