@@ -447,7 +447,9 @@ def measure(name, cores, size, facts, run, broker: Broker, store: ObjectStore) -
     if reader is not None:
         row.update(reader_remote_requests=reader.remote_requests, reader_remote_bytes=reader.remote_bytes,
                    reader_broker_bytes=reader.broker_bytes, reader_fallbacks=reader.fallbacks,
-                   reader_get_seconds=reader.remote_latency.sum)
+                   reader_get_seconds=reader.remote_latency.sum,
+                   # summed over tasks: how long decoding waited for the store (not hidden)
+                   reader_wait_s=reader.remote_wait_s)
     # dollars per TiB of log read: the GETs (whoever makes them) + S3 egress (same region), and
     # the broker-to-consumer bytes priced as cross-AZ traffic (most consumers of a multi-AZ
     # cluster sit in another zone than the partition leader)
@@ -460,6 +462,7 @@ def measure(name, cores, size, facts, run, broker: Broker, store: ObjectStore) -
     print(f"  {name:<16} local[{cores}] {size:>3}x  {wall:7.2f} s  {rows / wall / 1e6:6.3f} M rows/s  "
           f"{row['mb_per_s']:7.1f} MB/s  GETs {row['gets']:>6}  broker remote bytes "
           f"{through_broker / 1e6:8.1f} MB  broker CPU {row['broker_cpu_s']:6.2f} s"
+          + (f"  tasks waited {reader.remote_wait_s:5.2f} s" if reader is not None else "")
           + ("" if ok else f"  ROWS {rows} != {facts['records']}"), flush=True)
     return row
 

@@ -21,6 +21,7 @@ task can be run (and tested) without Spark.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Iterator
 
 from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, RemoteStorageError,
@@ -160,8 +161,16 @@ class TaskReader:
         pos = r.byte_start            # segment position of the first byte not yet decoded
         carry = b""
         received = 0
+        waited = 0.0
+        clock = time.perf_counter
         try:
-            for part in pieces:
+            parts = iter(pieces)
+            while True:
+                t = clock()
+                part = next(parts, None)
+                waited += clock() - t
+                if part is None:
+                    break
                 received += len(part)
                 for piece in _decode_units(part):
                     for buf in _stitched(carry, piece):
@@ -183,6 +192,8 @@ class TaskReader:
                         carry = bytes(memoryview(buf)[res.consumed:])
         except RemoteStorageError as exc:
             return self._fallback(r, reached, exc)
+        finally:
+            self.metrics.count(remote_wait_s=waited)
         if reached >= r.offset_end:
             return None
         # The hinted bytes did not hold the offsets they were said to hold: an object smaller

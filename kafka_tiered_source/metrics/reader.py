@@ -115,6 +115,8 @@ class ReadStats:
     broker_equivalent_bytes: int = 0  # record-batch bytes a broker would have sent instead
     ranges_remote: int = 0
     ranges_broker: int = 0
+    remote_wait_s: float = 0.0        # the reader waited for fetched parts: storage latency and
+                                      # bandwidth that fetching ahead did not hide
 
     @property
     def throttled_s(self) -> float:
