@@ -183,6 +183,9 @@ class RemoteStorageFetcher(abc.ABC):
     #: (offline planning needs manifests; online planning ships what it read to the tasks)
     #: instead of probing for methods.
     reads_manifests = False
+    #: Whether :meth:`log_segment_parts` takes ``ramp=`` (smaller leading parts), which the
+    #: prefetcher asks for where a task starts reading a partition.
+    ramps_parts = False
 
     def manifest(self, segment) -> "aiven.SegmentManifest":
         """The segment's Aiven manifest (fetchers with ``reads_manifests``)."""
@@ -243,6 +246,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
 
     reads_manifests = True
     can_list = True
+    ramps_parts = True
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
@@ -435,16 +439,19 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             for fut in futures:
                 fut.cancel()
 
-    def log_segment_parts(self, segment, start: int = 0, end: int | None = None) -> list:
+    def log_segment_parts(self, segment, start: int = 0, end: int | None = None, *,
+                          ramp: tuple = ()) -> list:
         """See :meth:`RemoteStorageFetcher.log_segment_parts`: one GET per
         ``fetch.remote.part.size.bytes`` of the range (whole chunks for chunked segments); the
-        manifest, when the layout needs one and the segment does not carry it, is read now."""
+        manifest, when the layout needs one and the segment does not carry it, is read now.
+        ``ramp``: the sizes of the first parts, smaller than the rest, so that the first bytes
+        arrive (and decoding starts) after a short transfer rather than a whole part's."""
         _check_range(start, end)
         plan = self._plan(segment)
         if plan.size is not None:
             end = plan.size if end is None else min(end, plan.size)
             start = min(start, end)
-        parts = self._parts(plan, start, end)
+        parts = self._parts(plan, start, end, ramp)
         last = len(parts) - 1
 
         def run(i, p):
@@ -477,21 +484,32 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             groups.append([s, e])
         return [tuple(g) for g in groups]
 
-    def _parts(self, plan: _Plan, start: int, end: int | None) -> list[_Part]:
-        size = self.config.part_size
+    def _parts(self, plan: _Plan, start: int, end: int | None, ramp: tuple = ()) -> list[_Part]:
+        """The GETs of ``[start, end)``: parts of ``ramp[0]``, ``ramp[1]``, ... bytes, then of
+        ``fetch.remote.part.size.bytes`` (for chunked segments, whole chunks up to that)."""
+        sizes = [r for r in ramp if 0 < r < self.config.part_size]
+
+        def limit(n: int) -> int:   # the size of part n
+            return sizes[n] if n < len(sizes) else self.config.part_size
+
         ci = plan.chunk_index
         if ci is None:
             if end is None:
                 return [_Part(start, None, start, None)]
             if end <= start:
                 return [_Part(start, start, start, 0)]
-            return [_Part(p, min(p + size, end), p, min(p + size, end) - p) for p in range(start, end, size)]
+            parts, p = [], start
+            while p < end:
+                q = min(p + limit(len(parts)), end)
+                parts.append(_Part(p, q, p, q - p))
+                p = q
+            return parts
         chunks = ci.chunks_for_range(start, ci.original_file_size if end is None else end)
         parts, run, run_bytes = [], [], 0
         for ch in chunks:
             # an encrypted chunk is 28 bytes (IV, tag) longer than what it holds: two 4 MiB
             # chunks still make one 8 MiB part
-            if run and run_bytes + ch.transformed_size > size + CHUNK_SLACK * (len(run) + 1):
+            if run and run_bytes + ch.transformed_size > limit(len(parts)) + CHUNK_SLACK * (len(run) + 1):
                 parts.append(self._chunk_part(run))
                 run, run_bytes = [], 0
             run.append(ch)
