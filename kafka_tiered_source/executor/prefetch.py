@@ -98,11 +98,12 @@ class RangePrefetcher:
                     continue
                 token = fetch_scope.set(self._keys[i])
                 try:
-                    if first and fetcher.ramps_parts:
-                        # where the task starts on a partition, nothing is in flight yet and
-                        # its later ranges wait for a first GET (slow start): small leading
-                        # parts bring the first bytes, and the go-ahead, after a fraction of a
-                        # whole part's transfer
+                    if first and not inflight and fetcher.ramps_parts:
+                        # the pipe is empty (the task starts, or starts on a partition with
+                        # nothing else in flight) and the partition's later ranges wait for a
+                        # first GET (slow start): small leading parts bring the first bytes, and
+                        # the go-ahead, after a fraction of a whole part's transfer.  Where GETs
+                        # are in flight already, the part arrives while they are decoded.
                         parts = fetcher.log_segment_parts(r.segment, r.byte_start, r.byte_end,
                                                           ramp=ramp_sizes(fetcher.config.part_size))
                     else:
