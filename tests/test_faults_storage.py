@@ -143,6 +143,34 @@ def test_later_segments_are_in_flight_while_earlier_ones_arrive(cluster, proxy):
     assert in_flight == opts.storage.concurrency      # the whole window, not one segment at a time
 
 
+def test_a_task_starts_with_small_parts(cluster, proxy):
+    """Where a task starts (nothing in flight), its first range comes in parts of 1/8, 1/4 and
+    1/2 of a part, then whole ones, so decoding starts after a short transfer; the ranges after
+    it, fetched while earlier ones are decoded, come in whole parts.  Rows stay exact."""
+    part = 64 * 1024
+    opts = options(cluster, proxy.endpoint, **{"partition.target.bytes": str(64 * 1024 * 1024),
+                                               "fetch.remote.part.size.bytes": str(part)})
+    plan = planning.plan(opts)
+    assert len(plan.tasks) == 1
+    first, *rest = [r for r in plan.tasks[0].ranges if r in plan.remote_ranges]
+    assert first.byte_end - first.byte_start > 2 * part
+    batches, stats = read_all(opts, plan.tasks)
+    assert_rows(batches)
+    gets = [n for method, path, status, n, start, _ in sorted(proxy.log, key=lambda e: e[4])
+            if method == "GET" and ".log" in path and status < 300]
+    want, left = [], first.byte_end - first.byte_start
+    for size in (part // 8, part // 4, part // 2):
+        want.append(min(size, left))
+        left -= want[-1]
+    while left > 0:
+        want.append(min(part, left))
+        left -= want[-1]
+    assert gets[:len(want)] == want
+    later = gets[len(want):]
+    assert len(later) == sum(-(-(r.byte_end - r.byte_start) // part) for r in rest)
+    assert max(later) <= part and later.count(part) >= len(rest)
+
+
 # ---------------------------------------------------------------------------------------------
 # 500 / 503 / throttling
 

@@ -14,10 +14,10 @@ from ..metrics.reader import fetch_scope
 
 def ramp_sizes(part_size: int) -> tuple:
     """The leading parts where a task starts on a partition: 1/8, 1/4 and 1/2 of a part (2, 4 and
-    8 MiB of the default 16 MiB), none for parts under 1 MiB.  Each doubles the last: one arrives
+    8 MiB of the default 16 MiB), none for parts under 64 KiB.  Each doubles the last: one arrives
     about when the decoder is through the one before (a part decodes in about the time a
     connection takes to bring it)."""
-    if part_size < 1 << 20:
+    if part_size < 64 * 1024:
         return ()
     return (part_size // 8, part_size // 4, part_size // 2)
 
