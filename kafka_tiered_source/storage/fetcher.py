@@ -37,7 +37,6 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from ..errors import (ListingNotSupported, RemoteAccessDenied, RemoteConnectionError, RemoteObjectNotFound,
@@ -46,16 +45,9 @@ from . import aiven
 from ..options.storage import FetcherConfig
 from .layouts import AivenLayout, KafkaLocalTieredLayout, TemplateLayout
 from .observer import FetchObserver
+from .parts import Part, ReadPlan, coalesce, split
 
 log = logging.getLogger(__name__)
-
-
-
-
-
-
-# Bytes a transformed chunk may exceed its share of a part by (AES-GCM's IV and tag).
-CHUNK_SLACK = 28
 
 # Error classes a retry may cure.  Timeouts are deliberately absent: a slow store is better
 # left to the broker fallback than waited on again.
@@ -92,29 +84,6 @@ def classify_status(status: int, code: str | None, message: str, *, location: st
                                  backend=backend)
     return RemoteStorageError(f"unexpected answer {status} {code or ''}".rstrip(), location=location,
                               backend=backend)
-
-
-@dataclass(frozen=True)
-class _Part:
-    """One GET: object bytes [obj_start, obj_end) giving original bytes from orig_start.
-    ``chunks`` is set for compressed Aiven segments (the GET covers these whole chunks)."""
-    obj_start: int
-    obj_end: int | None
-    orig_start: int
-    orig_len: int | None
-    chunks: tuple = ()
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """How to read one segment: its object, its original size (None: unknown) and chunking.
-    Chunks are decrypted with ``cipher`` (encrypted Aiven segments), then zstd-decompressed
-    when ``compression``."""
-    key: str
-    size: int | None
-    chunk_index: aiven.ChunkIndex | None = None   # set only when chunks must be detransformed
-    compression: bool = True
-    cipher: object | None = None                  # an aiven_crypto.ChunkCipher
 
 
 class RemoteStorageFetcher(abc.ABC):
@@ -343,20 +312,20 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             exc.backend = exc.backend or self.backend
             raise
 
-    def _plan(self, segment) -> _Plan:
+    def _plan(self, segment) -> ReadPlan:
         if isinstance(self.layout, AivenLayout):
             key = self.layout.key(segment, aiven.SUFFIX_LOG)
             loc = self._location(key)
             info = segment.manifest_info
             if info is not None:   # the planner read the manifest: no GET of it here
                 cipher = self.cipher(info.encryption, loc) if info.encryption is not None else None
-                return _Plan(key, info.original_file_size, info.chunk_index(loc), info.compression, cipher)
+                return ReadPlan(key, info.original_file_size, info.chunk_index(loc), info.compression, cipher)
             m = self.manifest(segment)
             ci = m.chunk_index
             cipher = self.cipher(m.encryption, loc) if m.encryption is not None else None
             chunked = m.compression or cipher is not None
-            return _Plan(key, ci.original_file_size, ci if chunked else None, m.compression, cipher)
-        return _Plan(self.layout.log_key(segment), segment.size_bytes)
+            return ReadPlan(key, ci.original_file_size, ci if chunked else None, m.compression, cipher)
+        return ReadPlan(self.layout.log_key(segment), segment.size_bytes)
 
     def fetch_index(self, segment, index: str) -> bytes | None:
         if isinstance(self.layout, AivenLayout):
@@ -394,7 +363,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         plan = self._plan(segment)
         if plan.size is not None:
             ranges = [(min(s, plan.size), plan.size if e is None else min(e, plan.size)) for s, e in ranges]
-        groups = self._groups(ranges, plan)
+        groups = coalesce(ranges, plan, self.config.coalesce_gap)
         buffers = self._read_groups(plan, groups)
         out = []
         for s, e in ranges:
@@ -451,7 +420,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         if plan.size is not None:
             end = plan.size if end is None else min(end, plan.size)
             start = min(start, end)
-        parts = self._parts(plan, start, end, ramp)
+        parts = split(plan, start, end, self.config.part_size, ramp)
         last = len(parts) - 1
 
         def run(i, p):
@@ -462,70 +431,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             return memoryview(data)[lo:max(hi, lo)], ended
         return [lambda i=i, p=p: run(i, p) for i, p in enumerate(parts)]
 
-    # -- planning ----------------------------------------------------------------------------
-    def _groups(self, ranges, plan: _Plan) -> list[tuple[int, int | None]]:
-        """Merge ranges closer than the coalesce gap (chunk-aligned for chunked segments)."""
-        gap = self.config.coalesce_gap
-        spans = []
-        for s, e in ranges:
-            if plan.chunk_index is not None:
-                ocs = plan.chunk_index.original_chunk_size
-                s = s // ocs * ocs
-                e = min(-(-e // ocs) * ocs, plan.size)
-            spans.append((s, e))
-        spans.sort(key=lambda r: (r[0], float("inf") if r[1] is None else r[1]))
-        groups: list[list] = []
-        for s, e in spans:
-            if groups:
-                gs, ge = groups[-1]
-                if ge is None or s <= ge + gap:
-                    groups[-1][1] = None if (ge is None or e is None) else max(ge, e)
-                    continue
-            groups.append([s, e])
-        return [tuple(g) for g in groups]
-
-    def _parts(self, plan: _Plan, start: int, end: int | None, ramp: tuple = ()) -> list[_Part]:
-        """The GETs of ``[start, end)``: parts of ``ramp[0]``, ``ramp[1]``, ... bytes, then of
-        ``fetch.remote.part.size.bytes`` (for chunked segments, whole chunks up to that)."""
-        sizes = [r for r in ramp if 0 < r < self.config.part_size]
-
-        def limit(n: int) -> int:   # the size of part n
-            return sizes[n] if n < len(sizes) else self.config.part_size
-
-        ci = plan.chunk_index
-        if ci is None:
-            if end is None:
-                return [_Part(start, None, start, None)]
-            if end <= start:
-                return [_Part(start, start, start, 0)]
-            parts, p = [], start
-            while p < end:
-                q = min(p + limit(len(parts)), end)
-                parts.append(_Part(p, q, p, q - p))
-                p = q
-            return parts
-        chunks = ci.chunks_for_range(start, ci.original_file_size if end is None else end)
-        parts, run, run_bytes = [], [], 0
-        for ch in chunks:
-            # an encrypted chunk is 28 bytes (IV, tag) longer than what it holds: two 4 MiB
-            # chunks still make one 8 MiB part
-            if run and run_bytes + ch.transformed_size > limit(len(parts)) + CHUNK_SLACK * (len(run) + 1):
-                parts.append(self._chunk_part(run))
-                run, run_bytes = [], 0
-            run.append(ch)
-            run_bytes += ch.transformed_size
-        if run:
-            parts.append(self._chunk_part(run))
-        return parts or [_Part(0, 0, start, 0)]
-
-    @staticmethod
-    def _chunk_part(run) -> _Part:
-        first, last = run[0], run[-1]
-        return _Part(first.transformed_position, last.transformed_position + last.transformed_size,
-                     first.original_position,
-                     last.original_position + last.original_size - first.original_position, tuple(run))
-
-    def _read_part(self, plan: _Plan, part: _Part):
+    def _read_part(self, plan: ReadPlan, part: Part):
         data = self._get(plan.key, part.obj_start, part.obj_end)
         if not part.chunks:
             return data
@@ -552,19 +458,19 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             pos += ch.original_size
         return out
 
-    def _read_into(self, plan: _Plan, part: _Part, buf: bytearray, rel: int) -> int:
+    def _read_into(self, plan: ReadPlan, part: Part, buf: bytearray, rel: int) -> int:
         data = self._read_part(plan, part)
         n = min(len(data), len(buf) - rel, part.orig_len if part.orig_len is not None else len(data))
         buf[rel:rel + n] = memoryview(data)[:n]
         return len(data)
 
-    def _read_groups(self, plan: _Plan, groups) -> list[tuple[object, int]]:
+    def _read_groups(self, plan: ReadPlan, groups) -> list[tuple[object, int]]:
         """Read every group; returns (buffer, valid length) per group.
 
         A group of several parts gets one preallocated buffer that the worker threads fill in
         place, so memory stays at the result plus at most ``concurrency`` parts in flight.
         """
-        plans = [self._parts(plan, gs, ge) for gs, ge in groups]
+        plans = [split(plan, gs, ge, self.config.part_size) for gs, ge in groups]
         if len(plans) == 1 and len(plans[0]) == 1:
             data = self._read_part(plan, plans[0][0])
             lo = groups[0][0] - plans[0][0].orig_start

@@ -26,12 +26,12 @@ class PresignedFetcher(ObjectStoreFetcher):
     can_list = False      # one object per URL the broker hands out
 
     def _plan(self, segment):
-        from .fetcher import _Plan
+        from .parts import ReadPlan
         if not segment.presigned_url:
             raise RemoteStorageError(
                 f"segment {segment.topic}-{segment.partition} {segment.segment_id} has no presigned URL "
                 "(the broker did not hand one out)", backend=self.backend)
-        return _Plan(segment.presigned_url, segment.size_bytes)
+        return ReadPlan(segment.presigned_url, segment.size_bytes)
 
     def fetch_index(self, segment, index: str):
         raise RemoteStorageError("the presigned fetcher reads log data only; indexes come from the broker",
