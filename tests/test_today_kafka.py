@@ -106,10 +106,14 @@ def test_metadata_records_are_kafkas_and_sit_where_kafkas_partitioner_puts_them(
     from kafka import TopicPartition as KTP
     n = today.storage.topic(rlm.TOPIC).partitions
     assert n == 7
-    consumer = kafka.KafkaConsumer(bootstrap_servers=today.bootstrap_servers, consumer_timeout_ms=3000,
+    # read to the end offsets the broker reports (not until 3 s pass without a record); the
+    # timeout only turns a record that never comes into the length assertion failing below
+    consumer = kafka.KafkaConsumer(bootstrap_servers=today.bootstrap_servers, consumer_timeout_ms=30_000,
                                    enable_auto_commit=False)
-    consumer.assign([KTP(rlm.TOPIC, p) for p in range(n)])
+    parts = [KTP(rlm.TOPIC, p) for p in range(n)]
+    consumer.assign(parts)
     consumer.seek_to_beginning()
+    end = consumer.end_offsets(parts)
     seen: dict = {}
     for msg in consumer:
         assert msg.key is None
@@ -118,6 +122,8 @@ def test_metadata_records_are_kafkas_and_sit_where_kafkas_partitioner_puts_them(
         h = java_objects_hash_of(tid, partition)
         assert msg.partition == (kafka_python_murmur2(struct.pack(">i", h)) & 0x7FFFFFFF) % n
         seen.setdefault(rec.get("segment_id"), []).append((rec["api_key"], rec["state"]))
+        if all(consumer.position(tp) >= end[tp] for tp in parts):
+            break
     consumer.close()
     tiered = sum(len(today.remote_segments(t, p)) for t, p in FIXTURE_PARTITIONS)
     assert len(seen) == tiered
@@ -127,16 +133,23 @@ def test_metadata_records_are_kafkas_and_sit_where_kafkas_partitioner_puts_them(
 
 def test_confluent_kafka_can_assign_and_read_the_metadata_topic(today):
     import confluent_kafka as ck
+    import time
+    # every partition read to its end (librdkafka's partition EOF), not until 5 s pass idle
     c = ck.Consumer({"bootstrap.servers": today.bootstrap_servers, "group.id": "rlmm-reader",
-                     "enable.auto.commit": False, "log_level": 0})
+                     "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 0})
     try:
         n = today.storage.topic(rlm.TOPIC).partitions
+        c.list_topics(rlm.TOPIC, timeout=30)     # the leaders known before assign(): no 500 ms retry
         c.assign([ck.TopicPartition(rlm.TOPIC, p, ck.OFFSET_BEGINNING) for p in range(n)])
-        values, idle = [], 0
-        while idle < 10:
+        values, at_end = [], set()
+        deadline = time.monotonic() + 60
+        while len(at_end) < n:
+            assert time.monotonic() < deadline, f"no end of {sorted(set(range(n)) - at_end)}"
             msg = c.poll(0.5)
             if msg is None:
-                idle += 1
+                continue
+            if msg.error() and msg.error().code() == ck.KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
                 continue
             assert not msg.error(), msg.error()
             values.append(msg.value())
@@ -290,21 +303,29 @@ def test_retention_writes_delete_events(tmp_path):
                           (1, rlm.DELETE_SEGMENT_STARTED), (1, rlm.DELETE_SEGMENT_FINISHED)]
 
 
+@pytest.fixture(scope="module")
+def today_s3(tmp_path_factory):
+    """Today's Kafka tiering every fixture partition to a moto S3 server: one for both reads."""
+    with s3_tiered_cluster(tmp_path_factory.mktemp("today-s3"), "today", FIXTURE_PARTITIONS,
+                           kip1248=False) as c:
+        yield c
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("iso", ISOLATION)
-def test_on_s3_through_the_metadata_topic(tmp_path, iso):
+def test_on_s3_through_the_metadata_topic(today_s3, iso):
     from storage_servers import S3_KEY_ID, S3_SECRET
-    with s3_tiered_cluster(tmp_path, "today", FIXTURE_PARTITIONS, kip1248=False) as c:
-        opts = ReadOptions.parse({
-            "kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": ALL_TOPICS,
-            "includeHeaders": "true", "kafka.isolation.level": iso,
-            "remote.storage.uri": "s3://today/kt", "remote.storage.s3.endpoint": c.moto.endpoint,
-            "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": S3_KEY_ID,
-            "remote.storage.s3.secret.access.key": S3_SECRET})
-        before = c.storage.metrics.get(BROKER_REMOTE_BYTES)
-        plan = planning.plan(opts)
-        assert set(plan.locators.values()) == {"metadata-topic"}
-        batches, totals = read_tasks(opts, plan.tasks)
-        assert_fixture_rows(batches, iso == "read_committed")
-        assert totals.remote_requests > 0 and totals.fallbacks == 0
-        assert c.storage.metrics.get(BROKER_REMOTE_BYTES) == before
+    c = today_s3
+    opts = ReadOptions.parse({
+        "kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": ALL_TOPICS,
+        "includeHeaders": "true", "kafka.isolation.level": iso,
+        "remote.storage.uri": "s3://today/kt", "remote.storage.s3.endpoint": c.moto.endpoint,
+        "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": S3_KEY_ID,
+        "remote.storage.s3.secret.access.key": S3_SECRET})
+    before = c.storage.metrics.get(BROKER_REMOTE_BYTES)
+    plan = planning.plan(opts)
+    assert set(plan.locators.values()) == {"metadata-topic"}
+    batches, totals = read_tasks(opts, plan.tasks)
+    assert_fixture_rows(batches, iso == "read_committed")
+    assert totals.remote_requests > 0 and totals.fallbacks == 0
+    assert c.storage.metrics.get(BROKER_REMOTE_BYTES) == before
