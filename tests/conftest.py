@@ -8,3 +8,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 FIXTURES = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "kafka-3.9.1")
+
+from botocore_loader import share_botocore_data_loader  # noqa: E402
+
+share_botocore_data_loader()
