@@ -22,7 +22,7 @@ from spark_session import spark_env
 from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
 
-pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 

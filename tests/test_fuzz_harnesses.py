@@ -21,7 +21,6 @@ from kafka_tiered_source.protocol import codec
 from kafka_tiered_source.protocol.messages import REQUESTS, ApiVersionsRequest, ApiVersionsResponse
 from kafka_tiered_source.protocol.random_values import random_message
 
-pytestmark = pytest.mark.decoder
 
 REGRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regressions")
 RUNS = {"decode_native": 4000, "decode_python": 2500, "decode_diff": 1500, "request": 8000,
@@ -38,10 +37,12 @@ def _regression_inputs():
     return out
 
 
+@pytest.mark.decoder
 def test_every_harness_has_a_ci_budget():
     assert sorted(RUNS) == sorted(fuzz_all.HARNESSES)
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("name", sorted(fuzz_all.HARNESSES))
 def test_seeds_are_valid_inputs(name):
     """The seeds are accepted (not refused): otherwise mutations of them explore nothing."""
@@ -51,6 +52,7 @@ def test_seeds_are_valid_inputs(name):
     assert not refused, f"{name}: seeds {refused} are refused"
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("name", sorted(fuzz_all.HARNESSES))
 def test_mutated_inputs_raise_only_project_errors(name):
     seeds = fuzz_all.seeds(name)
@@ -68,10 +70,12 @@ def test_mutated_inputs_raise_only_project_errors(name):
         assert refused > RUNS[name] // 20, f"{name}: only {refused} refusals"
 
 
+@pytest.mark.decoder
 def test_regression_inputs_exist():
     assert _regression_inputs(), "tests/regressions/ holds no inputs"
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("name, path", _regression_inputs(),
                          ids=[f"{n}/{os.path.basename(p)}" for n, p in _regression_inputs()])
 def test_regression_input_keeps_the_contract(name, path):

@@ -16,7 +16,7 @@ from broker_fixtures import FIXTURE_PARTITIONS, file_tiered_cluster
 from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
 
 
-pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
