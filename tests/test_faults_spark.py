@@ -17,7 +17,7 @@ import time
 import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, file_tiered_cluster, s3_tiered_cluster
-from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
+from spark_helpers import DRIVER, expected_rows, first_difference
 from spark_session import spark_env
 from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
@@ -125,15 +125,8 @@ def _executors_of(base) -> list[int]:
     return sorted(pids)
 
 
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
-    base = tmp_path_factory.mktemp("faults-standalone")
-    with standalone_cluster(base) as (url, env, _):
-        yield url, env, base
-
-
 def test_executor_killed_mid_job_job_completes_with_every_offset_once(standalone, file_cluster):
-    url, env, base = standalone
+    url, env, base, _ = standalone     # the suite's cluster (conftest)
     metrics = base / "task-metrics.jsonl"
     if metrics.exists():
         metrics.unlink()
