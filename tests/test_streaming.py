@@ -116,6 +116,21 @@ def test_an_offset_past_the_log_end_names_the_partition(sp, cluster, tmp_path):
     assert "orders-0: offset" in str(info.value) and "past the log end offset" in str(info.value)
 
 
+def _follow(q, topic: str, offset: int, limit_s: float) -> None:
+    """Let the running query work: until a micro-batch has read ``topic``-0 up to ``offset``,
+    for ``limit_s`` seconds at most (the time the test gave it before)."""
+    import time
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        for progress in q.recentProgress:
+            for source in progress.get("sources", []):
+                end = source.get("endOffset")
+                end = json.loads(end) if isinstance(end, str) else end
+                if isinstance(end, dict) and int(end.get(topic, {}).get("0", -1)) >= offset:
+                    return
+        time.sleep(0.05)
+
+
 def test_a_running_query_follows_the_topic_while_the_broker_tiers_under_it(sp, tmp_path):
     import time
     with file_tiered_cluster(tmp_path / "live", segment_bytes=16 * 1024) as c:
@@ -136,7 +151,7 @@ def test_a_running_query_follows_the_topic_while_the_broker_tiers_under_it(sp, t
                                          [(None, b"two-%d" % i, [], None) for i in range(50)], "none")
                 c.roll("live", 0)
                 c.tier("live")
-                time.sleep(1.5)
+                _follow(q, "live", sent, 1.5)
             tiered = c.remote_segments("live", 0)
             assert tiered, "the broker tiered segments while the query ran"
             deadline = time.time() + 120
