@@ -33,4 +33,3 @@ def share_botocore_data_loader() -> None:
         return loaders[search_path_string]
 
     botocore.session.create_loader = create_loader
-
