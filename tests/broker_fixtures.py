@@ -190,6 +190,9 @@ def consume_confluent(bootstrap: str, topic: str, partition: int, *, start: int 
     conf.update(config)
     c = ck.Consumer(conf)
     try:
+        # The partition's leader known before assign(): librdkafka otherwise retries the offset
+        # lookup of OFFSET_BEGINNING 500 ms later ("no current leader"), in every call.
+        c.list_topics(topic, timeout=timeout_s)
         c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING if start is None else start)])
         rows = []
         deadline = time.monotonic() + timeout_s

@@ -3,8 +3,34 @@ themselves, always on 127.0.0.1."""
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 FIXTURES = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "kafka-3.9.1")
+
+from botocore_loader import share_botocore_data_loader  # noqa: E402
+
+share_botocore_data_loader()
+
+
+# Every JVM of the suite (Spark drivers, the Connect server, standalone daemons) lives for
+# seconds to minutes: the C1 compiler alone starts a session and runs its first jobs in about
+# two thirds of the time tiered C2 takes (a JIT setting: what runs is the same).  Executors of
+# the standalone cluster get it from their driver (spark_helpers.DRIVER).
+JVM_OPTS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTS)
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory):
+    """One Spark standalone cluster (a master and two workers, spark_helpers.standalone_cluster)
+    for the suite: test_faults_spark and test_spark_cluster each run their own applications
+    (drivers in processes of their own) on it.  Yields (master url, env, base dir, master log)."""
+    from spark_helpers import standalone_cluster
+    base = tmp_path_factory.mktemp("spark-standalone")
+    with standalone_cluster(base) as (url, env, master_log):
+        yield url, env, base, master_log

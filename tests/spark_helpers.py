@@ -213,7 +213,7 @@ def standalone_cluster(base, workers: int = 2):
 # the shared local[2] one): argv = master, options as JSON, output path, application name.  It
 # reads once and writes the rows plus what the tests check about the job.
 DRIVER = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     from pyspark.sql import SparkSession
     from spark_helpers import collect_rows, load
     import kafka_tiered_source as kts
@@ -226,6 +226,7 @@ DRIVER = textwrap.dedent("""
              .config("spark.executor.memory", "512m")
              .config("spark.executor.cores", "1")
              .config("spark.cores.max", "2")
+             .config("spark.executor.extraJavaOptions", os.environ.get("SPARK_SUBMIT_OPTS", ""))
              .getOrCreate())
     try:
         kts.register(spark)

@@ -15,7 +15,7 @@ from storage_servers import S3_KEY_ID, S3_SECRET
 
 import kafka_tiered_source
 
-pytestmark = [pytest.mark.spark, pytest.mark.decoder]
+pytestmark = [pytest.mark.spark]
 
 PARTITIONS = [("orders", 1), ("payments", 0)]
 
@@ -187,6 +187,7 @@ def test_budget_and_cost_options_are_checked_at_load(sp, s3):
     assert "cost.egress" in str(info.value)
 
 
+@pytest.mark.decoder
 def test_estimate_counts_part_gets_of_split_ranges(s3):
     """Segments split over several tasks (minPartitions) and ranges cut into several GETs
     (a small fetch.remote.part.size.bytes): the plan's estimate against the server's count."""

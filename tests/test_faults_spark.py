@@ -17,12 +17,12 @@ import time
 import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, file_tiered_cluster, s3_tiered_cluster
-from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
+from spark_helpers import DRIVER, expected_rows, first_difference
 from spark_session import spark_env
 from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
 
-pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 
@@ -67,11 +67,12 @@ def s3(tmp_path_factory):
         yield c
 
 
-def test_task_failing_its_first_attempt_is_retried_and_every_offset_comes_once(s3):
-    """The first GET of a segment answers a body with one flipped byte (no checksum header, so
-    only the batch CRC catches it): that task attempt dies with CorruptRecordError after it may
-    already have produced rows.  Spark retries the task; the retry reads clean bytes.  Every
-    offset comes out once: rows of the failed attempt never reach the result."""
+@pytest.fixture(scope="module")
+def retry_job(s3):
+    """The driver of test_task_failing_its_first_attempt..., started as the module starts: it is
+    a process of its own (local[2,4]) that shares nothing with the standalone cluster's job, so
+    it runs while test_executor_killed_mid_job... does, and the retry test (after it in this
+    file) checks what it did.  Yields (process, output path, the proxy rule)."""
     options = {"kafka.bootstrap.servers": s3.bootstrap_servers, "includeHeaders": "true",
                "subscribe": "orders,payments", "remote.storage.fetcher": "s3",
                "remote.storage.s3.bucket": "tiered", "remote.storage.prefix": "kt/",
@@ -84,17 +85,16 @@ def test_task_failing_its_first_attempt_is_retried_and_every_offset_comes_once(s
     env = {**os.environ, **spark_env()}
     proc = run_driver("local[2,4]", options, out, env, str(s3.base))
     try:
-        proc.wait(timeout=150)
+        yield proc, out, rule
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    log = driver_log(out)
-    assert proc.returncode == 0, log[-4000:]
-    assert rule.hits == 1
-    # the attempt really failed, for the reason given, and was retried
-    assert "CorruptRecordError" in log and "Lost task" in log, log[-4000:]
-    check_result(out, S3_PARTITIONS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _retry_driver_runs_meanwhile(retry_job):
+    """Start the retry test's driver before the first test of the module."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,15 +125,8 @@ def _executors_of(base) -> list[int]:
     return sorted(pids)
 
 
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
-    base = tmp_path_factory.mktemp("faults-standalone")
-    with standalone_cluster(base) as (url, env, _):
-        yield url, env, base
-
-
 def test_executor_killed_mid_job_job_completes_with_every_offset_once(standalone, file_cluster):
-    url, env, base = standalone
+    url, env, base, _ = standalone     # the suite's cluster (conftest)
     metrics = base / "task-metrics.jsonl"
     if metrics.exists():
         metrics.unlink()
@@ -173,3 +166,23 @@ def test_executor_killed_mid_job_job_completes_with_every_offset_once(standalone
     assert done_at_kill < result["partitions"]
     assert "Lost executor" in log or "lost executor" in log.lower(), log[-3000:]
     assert killed not in _executors_of(base)
+
+
+def test_task_failing_its_first_attempt_is_retried_and_every_offset_comes_once(retry_job):
+    """The first GET of a segment answers a body with one flipped byte (no checksum header, so
+    only the batch CRC catches it): that task attempt dies with CorruptRecordError after it may
+    already have produced rows.  Spark retries the task; the retry reads clean bytes.  Every
+    offset comes out once: rows of the failed attempt never reach the result."""
+    proc, out, rule = retry_job
+    try:
+        proc.wait(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = driver_log(out)
+    assert proc.returncode == 0, log[-4000:]
+    assert rule.hits == 1
+    # the attempt really failed, for the reason given, and was retried
+    assert "CorruptRecordError" in log and "Lost task" in log, log[-4000:]
+    check_result(out, S3_PARTITIONS)

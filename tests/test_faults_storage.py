@@ -20,7 +20,6 @@ from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
-pytestmark = [pytest.mark.decoder]
 
 TOPIC, PART = "orders", 0
 BUCKET = "tiered"
@@ -116,6 +115,7 @@ def broker_remote_bytes(c) -> float:
 # the baseline: no fault, every byte direct
 
 
+@pytest.mark.decoder
 def test_no_fault_reads_directly(cluster, proxy):
     opts = options(cluster, proxy.endpoint)
     before = broker_remote_bytes(cluster)
@@ -261,6 +261,7 @@ def test_read_timeout_falls_back_and_is_counted(cluster, proxy):
 # damaged bodies
 
 
+@pytest.mark.decoder
 def test_body_cut_off_in_transit_is_retried(cluster, proxy):
     opts = options(cluster, proxy.endpoint)
     rule = proxy.add(Rule(match=".log", damage="close-early", times=1))
@@ -271,6 +272,7 @@ def test_body_cut_off_in_transit_is_retried(cluster, proxy):
     assert stats.remote_errors == {"RemoteConnectionError": 1}
 
 
+@pytest.mark.decoder
 def test_body_always_cut_off_falls_back(cluster, proxy):
     opts = options(cluster, proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
     ranges = remote_tasks(planning.plan(opts))
@@ -281,6 +283,7 @@ def test_body_always_cut_off_falls_back(cluster, proxy):
     assert stats.fallbacks == ranges
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("keep", [lambda n: n // 2, lambda n: 0, lambda n: n - 1],
                          ids=["half", "nothing", "one-byte-short"])
 def test_short_body_with_matching_content_length_falls_back(cluster, proxy, keep):
@@ -296,6 +299,7 @@ def test_short_body_with_matching_content_length_falls_back(cluster, proxy, keep
     assert stats.remote_failed == 0      # every GET "succeeded"; the shortfall is the reader's find
 
 
+@pytest.mark.decoder
 def test_short_body_that_fails_its_checksum_is_retried_then_falls_back(cluster, proxy):
     """moto sends the object's checksum; botocore finds the cut body does not match it.  That
     is a damaged transfer: retried, then the broker (it used to escape as a raw botocore
@@ -309,6 +313,7 @@ def test_short_body_that_fails_its_checksum_is_retried_then_falls_back(cluster, 
     assert stats.fallbacks == ranges
 
 
+@pytest.mark.decoder
 def test_corrupt_body_fails_the_task_naming_object_and_position(cluster, proxy):
     """Bytes that arrive whole but wrong (no checksum to catch them in transit) are caught by
     the batch CRC: the read stops with a CorruptRecordError naming where, never wrong rows.
@@ -325,6 +330,7 @@ def test_corrupt_body_fails_the_task_naming_object_and_position(cluster, proxy):
     assert "crc" in str(info.value).lower()
 
 
+@pytest.mark.decoder
 def test_short_body_that_fails_its_checksum_once_is_retried(cluster, proxy):
     opts = options(cluster, proxy.endpoint)
     rule = proxy.add(Rule(match=".log", damage="short-length-checksum", times=1))

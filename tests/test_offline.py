@@ -34,7 +34,6 @@ from kafka_tiered_source.storage.registry import create_fetcher
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
-pytestmark = pytest.mark.decoder
 
 ISOLATION = ["read_uncommitted", "read_committed"]
 ALL_TOPICS = "orders,payments,compacted"
@@ -134,6 +133,7 @@ def _read(options: ReadOptions, plan) -> dict:
 # ---------------------------------------------------------------------------------------------
 # reading everything tiered
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.decoder
 @pytest.mark.parametrize("iso", ISOLATION)
 @pytest.mark.parametrize("store", ["file-aiven-zstd", "file-local-tiered", "s3-aiven", "s3-local-tiered"])
 def test_offline_read_equals_expected(stores, store, iso):
@@ -153,6 +153,7 @@ def test_offline_read_equals_expected(stores, store, iso):
         assert (pr.log_start, pr.latest) == (segs[0][0], end)
 
 
+@pytest.mark.decoder
 def test_read_committed_stops_before_an_open_transaction_and_says_why(stores, caplog):
     store_opts, tiered = stores["file-aiven-zstd"]
     tiered_end = tiered[("payments", 0)][-1][1] + 1
@@ -175,6 +176,7 @@ def test_read_committed_stops_before_an_open_transaction_and_says_why(stores, ca
     assert plain.partitions[0].end == tiered_end
 
 
+@pytest.mark.decoder
 def test_tasks_carry_the_manifests_the_planner_read(stores):
     """Offline, the planner reads every Aiven manifest (sizes, end offsets) anyway; the tasks
     carry what the reader needs of it, so no executor GETs a manifest.  Before, each task GOT
@@ -213,6 +215,7 @@ def test_tasks_carry_the_manifests_the_planner_read(stores):
         proxy.stop()
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("store", ["file-aiven-zstd", "file-local-tiered"])
 def test_split_tasks_read_committed(stores, store):
     """Many small tasks: each gets the aborted transactions valid at its own first offset."""
@@ -230,6 +233,7 @@ def test_split_tasks_read_committed(stores, store):
     assert got[("payments", 0)] == want, first_difference(got[("payments", 0)], want)
 
 
+@pytest.mark.decoder
 def test_offset_bounds_and_assign(stores):
     store_opts, tiered = stores["file-local-tiered"]
     options = _options(store_opts, assign='{"orders":[1],"compacted":[0]}',
@@ -245,6 +249,7 @@ def test_offset_bounds_and_assign(stores):
 # ---------------------------------------------------------------------------------------------
 # errors
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.decoder
 def test_unknown_topic(stores):
     store_opts, _ = stores["file-aiven-zstd"]
     with pytest.raises(ConfigError, match=r"topic 'nope' has no tiered segments.*compacted, orders, payments") as err:
@@ -252,6 +257,7 @@ def test_unknown_topic(stores):
     assert err.value.option == "subscribe"
 
 
+@pytest.mark.decoder
 def test_subscribe_pattern(stores):
     store_opts, tiered = stores["file-local-tiered"]
     plan = plan_offline(_options(store_opts, subscribePattern="ord.*"))
@@ -261,6 +267,7 @@ def test_subscribe_pattern(stores):
     assert err.value.option == "subscribePattern"
 
 
+@pytest.mark.decoder
 def test_assign_partition_without_tiered_segments(stores):
     store_opts, _ = stores["file-aiven-zstd"]
     with pytest.raises(ConfigError, match=r"orders-7, which has no tiered segments.*\[0, 1\]") as err:
@@ -268,6 +275,7 @@ def test_assign_partition_without_tiered_segments(stores):
     assert err.value.option == "assign"
 
 
+@pytest.mark.decoder
 def test_ending_offset_past_the_last_tiered_offset(stores):
     store_opts, tiered = stores["s3-aiven"]
     last = tiered[("payments", 0)][-1][1]
@@ -281,6 +289,7 @@ def test_ending_offset_past_the_last_tiered_offset(stores):
     assert plan_offline(ok).partitions[0].end == last + 1
 
 
+@pytest.mark.decoder
 def test_starting_offset_below_the_first_tiered_offset(stores):
     store_opts, _ = stores["file-aiven-zstd"]
     with pytest.raises(DataLossError, match="orders-1: starting offset 10 is below the first tiered offset 1000"):
@@ -290,6 +299,7 @@ def test_starting_offset_below_the_first_tiered_offset(stores):
     assert plan.partitions[0].start == 1000
 
 
+@pytest.mark.decoder
 def test_timestamps_are_resolved_offline(stores):
     """Resolved from the time indexes (issue 16; tests/test_offline_timestamps.py compares them
     with the broker's ListOffsets): 1700000000000 precedes every orders record."""
@@ -299,6 +309,7 @@ def test_timestamps_are_resolved_offline(stores):
                                                                   (1, tiered[("orders", 1)][0][0])]
 
 
+@pytest.mark.decoder
 def test_presigned_fetcher_offline_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="'presigned' but no 'kafka.bootstrap.servers'") as err:
         ReadOptions.parse({"subscribe": "t", "remote.storage.layout": "aiven",
@@ -309,6 +320,7 @@ def test_presigned_fetcher_offline_is_refused(tmp_path):
         list(fetcher.list_objects(""))
 
 
+@pytest.mark.decoder
 def test_other_offline_option_errors(tmp_path):
     with pytest.raises(ConfigError, match="remote.storage.uri") as err:
         ReadOptions.parse({"subscribe": "t"})
@@ -333,6 +345,7 @@ def _copy_store(stores, name, tmp_path) -> str:
     return dst
 
 
+@pytest.mark.decoder
 def test_two_topic_ids_for_one_topic_are_refused(stores, tmp_path):
     root = _copy_store(stores, "file-aiven-zstd", tmp_path)
     old = next(d for d in os.listdir(root) if d.startswith("orders-"))
@@ -347,6 +360,7 @@ def test_two_topic_ids_for_one_topic_are_refused(stores, tmp_path):
     assert plan_offline(_options(opts, subscribe="payments")).partitions
 
 
+@pytest.mark.decoder
 def test_incomplete_copy_is_skipped_and_duplicate_copies_refused(stores, tmp_path, caplog):
     root = _copy_store(stores, "file-aiven-zstd", tmp_path)
     opts = {"remote.storage.uri": f"file://{root}", "remote.storage.layout": "aiven"}
@@ -376,6 +390,7 @@ def test_incomplete_copy_is_skipped_and_duplicate_copies_refused(stores, tmp_pat
 # ---------------------------------------------------------------------------------------------
 # the pieces: URI shortcut, key parsing, listing
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.decoder
 @pytest.mark.parametrize("uri, fetcher, prefix, backend", [
     ("s3://bucket/some/prefix", "s3", "some/prefix/", {"remote.storage.s3.bucket": "bucket"}),
     ("s3://bucket", "s3", "", {"remote.storage.s3.bucket": "bucket"}),
@@ -393,6 +408,7 @@ def test_uri_shortcut(uri, fetcher, prefix, backend):
         assert c.option(key) == value
 
 
+@pytest.mark.decoder
 def test_uri_conflicts_and_agreement():
     with pytest.raises(ConfigError, match="disagree") as err:
         FetcherConfig.from_options({"remote.storage.uri": "s3://a/p", "remote.storage.s3.bucket": "b"})
@@ -417,6 +433,7 @@ def test_uri_conflicts_and_agreement():
     assert c.prefix == "kafka-"
 
 
+@pytest.mark.decoder
 def test_keys_parse_back_into_segments():
     for _ in range(50):   # random ids: some contain '-' and '_', which the topic names contain too
         tid, sid = uuid_to_str(random_uuid()), uuid_to_str(random_uuid())
@@ -439,6 +456,7 @@ def test_keys_parse_back_into_segments():
     assert layouts.parse_aiven_key(good, "pre/") is None
 
 
+@pytest.mark.decoder
 def test_fsspec_listing_with_a_key_prefix(tmp_path):
     for rel in ("a/b/x.log", "a/bc/y.log", "a/z", "q.log"):
         os.makedirs(os.path.dirname(tmp_path / rel), exist_ok=True)
@@ -548,6 +566,7 @@ def _snapshot(entries) -> bytes:
     return struct.pack(">hI", 1, crc32c.crc32c(body)) + body
 
 
+@pytest.mark.decoder
 def test_producer_snapshot_gives_the_open_transactions(stores, tmp_path, caplog):
     root = _copy_store(stores, "file-local-tiered", tmp_path)
     _, tiered = stores["file-local-tiered"]

@@ -135,7 +135,6 @@ def _read_all(options, plan):
     return totals
 
 
-@pytest.mark.decoder
 def test_a_byte_quota_holds_within_ten_percent_over_a_ten_second_read(s3):
     probe = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": "32768"}))
     est = estimate_plan(planning.plan(probe), probe)
@@ -169,7 +168,6 @@ def test_a_job_limit_gives_each_task_its_share(s3):
     assert again.metrics.quota.bytes_per_second == 1_000_000.0
 
 
-@pytest.mark.decoder
 def test_a_request_quota_spaces_the_gets(s3):
     options = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": str(1 << 20),
                                                 "quota.remote.requests.per.second": "20"}))
@@ -183,7 +181,6 @@ def test_a_request_quota_spaces_the_gets(s3):
     assert starts[-1] - starts[0] >= (len(gets) - 1) / 20 * 0.95
 
 
-@pytest.mark.decoder
 def test_the_broker_fetch_quota_is_honoured_and_reported(tmp_path):
     """KIP-13 on the broker side: past ``consumer_byte_rate`` Fetch answers carry
     throttle_time_ms, the reader waits them out before its next request and counts them."""

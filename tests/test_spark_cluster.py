@@ -13,17 +13,10 @@ import sys
 import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, file_tiered_cluster
-from spark_helpers import DRIVER, expected_rows, first_difference, standalone_cluster
+from spark_helpers import DRIVER, expected_rows, first_difference
 
 
-pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
-    base = tmp_path_factory.mktemp("spark-standalone")
-    with standalone_cluster(base) as (url, env, master_log):
-        yield url, env, base, master_log
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 
-pytestmark = [pytest.mark.spark, pytest.mark.decoder]
+pytestmark = [pytest.mark.spark]
 
 ISOLATION = ["read_uncommitted", "read_committed"]
 ALL_TOPICS = "orders,payments,compacted"
@@ -78,6 +78,7 @@ def assert_partitions_equal(got: dict, partitions, committed: bool) -> None:
 # the fixtures, every path
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("iso", ISOLATION)
 def test_fixture_partitions_read_directly_equal_expected(sp, cluster, iso):
     grants, broker_remote = broker_counter(cluster, GRANTS), broker_counter(cluster, BROKER_REMOTE_BYTES)
@@ -93,6 +94,7 @@ def test_fixture_partitions_read_directly_equal_expected(sp, cluster, iso):
     assert broker_counter(cluster, BROKER_REMOTE_BYTES) == broker_remote
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("iso", ISOLATION)
 def test_broker_only_read_equals_expected(sp, cluster, iso):
     grants, broker_remote = broker_counter(cluster, GRANTS), broker_counter(cluster, BROKER_REMOTE_BYTES)
@@ -115,6 +117,7 @@ def test_kafka_python_consumer_sees_the_same_rows(cluster, iso):
         assert rows == want, f"{t}-{p}: {first_difference(rows, want)}"
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("iso", ISOLATION)
 def test_storage_removed_mid_read_falls_back_to_broker(cluster, tmp_path, iso):
     """The reader's copy of the remote storage disappears after planning and after the first
@@ -171,6 +174,7 @@ def _first_at_or_after(rows, ts):
     return min(hits) if hits else None
 
 
+@pytest.mark.decoder
 def test_starting_and_ending_timestamp(sp, cluster):
     t1, t2 = 1_700_000_012_000, 1_700_000_019_000
     partitions = [tp for tp in FIXTURE_PARTITIONS if tp[0] in ("orders", "compacted")]
@@ -186,6 +190,7 @@ def test_starting_and_ending_timestamp(sp, cluster):
     assert sorted(got) == partitions
 
 
+@pytest.mark.decoder
 def test_min_partitions_splits_and_keeps_rows(sp, cluster):
     df = load(sp, base_options(cluster, subscribe="orders", minPartitions="6"))
     assert df.rdd.getNumPartitions() >= 6
@@ -193,6 +198,7 @@ def test_min_partitions_splits_and_keeps_rows(sp, cluster):
     assert_partitions_equal(got, [tp for tp in FIXTURE_PARTITIONS if tp[0] == "orders"], False)
 
 
+@pytest.mark.decoder
 def test_empty_topic_gives_no_rows_with_the_kafka_schema(sp, cluster):
     df = load(sp, base_options(cluster, subscribe="empty"))
     reference = load(sp, base_options(cluster, subscribe="orders"))
@@ -202,6 +208,7 @@ def test_empty_topic_gives_no_rows_with_the_kafka_schema(sp, cluster):
     assert df.collect() == []
 
 
+@pytest.mark.decoder
 def test_partly_tiered_topic_reads_remote_and_broker_ranges(sp, cluster):
     import kafka
     topic = "fresh"
@@ -270,6 +277,7 @@ def test_s3_fetcher_reads_directly(sp, s3, iso):
     assert broker_counter(s3, BROKER_REMOTE_BYTES) == broker_remote
 
 
+@pytest.mark.decoder
 def test_presigned_urls_read_directly(sp, s3):
     grants, broker_remote = broker_counter(s3, GRANTS), broker_counter(s3, BROKER_REMOTE_BYTES)
     opts = {"kafka.bootstrap.servers": s3.bootstrap_servers, "includeHeaders": "true",
@@ -283,6 +291,7 @@ def test_presigned_urls_read_directly(sp, s3):
     assert broker_counter(s3, BROKER_REMOTE_BYTES) == broker_remote
 
 
+@pytest.mark.decoder
 def test_with_no_fetcher_configured_presigned_urls_are_used_and_rows_are_the_same(sp, s3):
     """Switching from Spark's "kafka" format by changing one word (no storage options): the
     segments the broker hands out presigned URLs for are read directly."""
@@ -296,6 +305,7 @@ def test_with_no_fetcher_configured_presigned_urls_are_used_and_rows_are_the_sam
     assert stats.remote_requests > 0 and stats.fallbacks == 0
 
 
+@pytest.mark.decoder
 def test_with_no_fetcher_and_no_presigned_urls_everything_comes_through_the_broker(tmp_path):
     with EmbeddedCluster(str(tmp_path / "data"), remote_storage=f"file://{tmp_path}/remote") as c:
         c.import_log_dir("orders", 1, fixture_segments("orders", 1))

@@ -15,7 +15,7 @@ import kafka_tiered_source as kts
 from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.options import ReadOptions
 
-pytestmark = [pytest.mark.spark, pytest.mark.decoder, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ALL_TOPICS = "orders,payments,compacted"
 
@@ -53,6 +53,7 @@ def sink_rows(sp, out) -> dict:
     return {k: sorted(v) for k, v in got.items()}
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("iso", ["read_uncommitted", "read_committed"])
 def test_available_now_over_tiered_topics_gives_exactly_the_records(sp, cluster, tmp_path, iso):
     df = stream(sp, cluster, subscribe=ALL_TOPICS, **{"kafka.isolation.level": iso})
@@ -84,6 +85,7 @@ def test_max_offsets_per_trigger_splits_the_catch_up_and_a_rerun_reads_only_new_
     assert len({o for o, _ in second}) == len(second)
 
 
+@pytest.mark.decoder
 def test_stream_options_are_checked_by_name():
     base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
     with pytest.raises(ConfigError) as info:
@@ -94,6 +96,7 @@ def test_stream_options_are_checked_by_name():
     assert (o.max_offsets_per_trigger, o.max_bytes_per_trigger, o.max_trigger_delay_ms) == (10, 1000, 30_000)
 
 
+@pytest.mark.decoder
 def test_a_corrupt_checkpoint_offset_names_the_partition():
     from kafka_tiered_source.planning.stream import from_json_offsets
     with pytest.raises(ConfigError) as info:
@@ -111,6 +114,21 @@ def test_an_offset_past_the_log_end_names_the_partition(sp, cluster, tmp_path):
     with pytest.raises(StreamingQueryException) as info:
         q.awaitTermination(120)
     assert "orders-0: offset" in str(info.value) and "past the log end offset" in str(info.value)
+
+
+def _follow(q, topic: str, offset: int, limit_s: float) -> None:
+    """Let the running query work: until a micro-batch has read ``topic``-0 up to ``offset``,
+    for ``limit_s`` seconds at most (the time the test gave it before)."""
+    import time
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        for progress in q.recentProgress:
+            for source in progress.get("sources", []):
+                end = source.get("endOffset")
+                end = json.loads(end) if isinstance(end, str) else end
+                if isinstance(end, dict) and int(end.get(topic, {}).get("0", -1)) >= offset:
+                    return
+        time.sleep(0.05)
 
 
 def test_a_running_query_follows_the_topic_while_the_broker_tiers_under_it(sp, tmp_path):
@@ -133,7 +151,7 @@ def test_a_running_query_follows_the_topic_while_the_broker_tiers_under_it(sp, t
                                          [(None, b"two-%d" % i, [], None) for i in range(50)], "none")
                 c.roll("live", 0)
                 c.tier("live")
-                time.sleep(1.5)
+                _follow(q, "live", sent, 1.5)
             tiered = c.remote_segments("live", 0)
             assert tiered, "the broker tiered segments while the query ran"
             deadline = time.time() + 120
@@ -192,6 +210,7 @@ def test_records_deleted_before_they_were_read_follow_fail_on_data_loss(sp, tmp_
             assert offsets == list(range(200)) + list(range(300, 400))
 
 
+@pytest.mark.decoder
 def test_rate_limit_splits_by_lag_as_sparks_kafka_source():
     from kafka_tiered_source.planning.stream import rate_limit
     start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 50}
@@ -203,6 +222,7 @@ def test_rate_limit_splits_by_lag_as_sparks_kafka_source():
     assert rate_limit(10_000, start, latest) == latest           # more than the lag: all of it
 
 
+@pytest.mark.decoder
 def test_max_bytes_per_trigger_bounds_each_micro_batch_in_log_bytes(cluster):
     from kafka_tiered_source.planning.stream import StreamPlanner, range_options
     from kafka_tiered_source import planning

@@ -23,7 +23,6 @@ from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.protocol import remote_log_metadata as rlm
 from kafka_tiered_source.protocol.client import BrokerClient
 
-pytestmark = [pytest.mark.decoder]
 
 ISOLATION = ["read_uncommitted", "read_committed"]
 ALL_TOPICS = "orders,payments,compacted"
@@ -52,6 +51,7 @@ def assert_fixture_rows(batches, committed: bool):
         assert got[(t, p)] == want, f"{t}-{p}: {first_difference(got[(t, p)], want)}"
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("locator", ["auto", "metadata-topic"])
 @pytest.mark.parametrize("iso", ISOLATION)
 def test_fixtures_are_read_directly_through_the_metadata_topic(today, locator, iso, caplog):
@@ -70,6 +70,7 @@ def test_fixtures_are_read_directly_through_the_metadata_topic(today, locator, i
     assert today.storage.metrics.get(BROKER_REMOTE_BYTES) == before
 
 
+@pytest.mark.decoder
 def test_the_estimate_names_the_locators(today):
     from kafka_tiered_source.planning.estimate import estimate_plan
     opts = options(today, "read_uncommitted")
@@ -78,6 +79,7 @@ def test_the_estimate_names_the_locators(today):
     assert "metadata-topic" in str(est)
 
 
+@pytest.mark.decoder
 def test_a_kip1248_locator_on_todays_kafka_is_an_error_naming_why(today):
     with pytest.raises(ConfigError) as info:
         planning.plan(options(today, "read_uncommitted", **{"remote.segment.locator": "kip1248"}))
@@ -85,6 +87,7 @@ def test_a_kip1248_locator_on_todays_kafka_is_an_error_naming_why(today):
     assert "ignores the KIP-1248 tags" in str(info.value)
 
 
+@pytest.mark.decoder
 def test_a_metadata_topic_that_cannot_be_read_is_an_error_naming_why(today):
     with pytest.raises(ConfigError) as info:
         planning.plan(options(today, "read_uncommitted", **{"remote.segment.locator": "metadata-topic",
@@ -92,6 +95,7 @@ def test_a_metadata_topic_that_cannot_be_read_is_an_error_naming_why(today):
     assert "__nope" in str(info.value) and "UNKNOWN_TOPIC_OR_PARTITION" in str(info.value)
 
 
+@pytest.mark.decoder
 def test_listing_with_the_broker_reads_the_same_rows(today):
     opts = options(today, "read_committed", **{"remote.segment.locator": "listing"})
     plan = planning.plan(opts)
@@ -106,10 +110,14 @@ def test_metadata_records_are_kafkas_and_sit_where_kafkas_partitioner_puts_them(
     from kafka import TopicPartition as KTP
     n = today.storage.topic(rlm.TOPIC).partitions
     assert n == 7
-    consumer = kafka.KafkaConsumer(bootstrap_servers=today.bootstrap_servers, consumer_timeout_ms=3000,
+    # read to the end offsets the broker reports (not until 3 s pass without a record); the
+    # timeout only turns a record that never comes into the length assertion failing below
+    consumer = kafka.KafkaConsumer(bootstrap_servers=today.bootstrap_servers, consumer_timeout_ms=30_000,
                                    enable_auto_commit=False)
-    consumer.assign([KTP(rlm.TOPIC, p) for p in range(n)])
+    parts = [KTP(rlm.TOPIC, p) for p in range(n)]
+    consumer.assign(parts)
     consumer.seek_to_beginning()
+    end = consumer.end_offsets(parts)
     seen: dict = {}
     for msg in consumer:
         assert msg.key is None
@@ -118,6 +126,8 @@ def test_metadata_records_are_kafkas_and_sit_where_kafkas_partitioner_puts_them(
         h = java_objects_hash_of(tid, partition)
         assert msg.partition == (kafka_python_murmur2(struct.pack(">i", h)) & 0x7FFFFFFF) % n
         seen.setdefault(rec.get("segment_id"), []).append((rec["api_key"], rec["state"]))
+        if all(consumer.position(tp) >= end[tp] for tp in parts):
+            break
     consumer.close()
     tiered = sum(len(today.remote_segments(t, p)) for t, p in FIXTURE_PARTITIONS)
     assert len(seen) == tiered
@@ -127,16 +137,23 @@ def test_metadata_records_are_kafkas_and_sit_where_kafkas_partitioner_puts_them(
 
 def test_confluent_kafka_can_assign_and_read_the_metadata_topic(today):
     import confluent_kafka as ck
+    import time
+    # every partition read to its end (librdkafka's partition EOF), not until 5 s pass idle
     c = ck.Consumer({"bootstrap.servers": today.bootstrap_servers, "group.id": "rlmm-reader",
-                     "enable.auto.commit": False, "log_level": 0})
+                     "enable.auto.commit": False, "enable.partition.eof": True, "log_level": 0})
     try:
         n = today.storage.topic(rlm.TOPIC).partitions
+        c.list_topics(rlm.TOPIC, timeout=30)     # the leaders known before assign(): no 500 ms retry
         c.assign([ck.TopicPartition(rlm.TOPIC, p, ck.OFFSET_BEGINNING) for p in range(n)])
-        values, idle = [], 0
-        while idle < 10:
+        values, at_end = [], set()
+        deadline = time.monotonic() + 60
+        while len(at_end) < n:
+            assert time.monotonic() < deadline, f"no end of {sorted(set(range(n)) - at_end)}"
             msg = c.poll(0.5)
             if msg is None:
-                idle += 1
+                continue
+            if msg.error() and msg.error().code() == ck.KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
                 continue
             assert not msg.error(), msg.error()
             values.append(msg.value())
@@ -147,6 +164,7 @@ def test_confluent_kafka_can_assign_and_read_the_metadata_topic(today):
         sum(len(today.remote_segments(t, p)) for t, p in FIXTURE_PARTITIONS)
 
 
+@pytest.mark.decoder
 def test_offset_for_leader_epoch_and_the_tiered_list_offsets(today):
     t, p = "orders", 0
     with BrokerClient({"bootstrap.servers": today.bootstrap_servers}) as client:
@@ -200,6 +218,7 @@ def _txn_topic(c, topic):
     return outcomes
 
 
+@pytest.mark.decoder
 @pytest.mark.parametrize("iso", ISOLATION)
 def test_read_committed_stays_exact_across_the_tiered_local_boundary(tmp_path, iso):
     from broker_fixtures import consume_kafka_python
@@ -233,6 +252,7 @@ def test_read_committed_stays_exact_across_the_tiered_local_boundary(tmp_path, i
 
 # ---------------------------------------------------------------------------------------------
 # the lineage rule: an unclean re-upload
+@pytest.mark.decoder
 def test_an_off_lineage_copy_is_skipped_as_remote_log_manager_does(tmp_path):
     from kafka.record.default_records import DefaultRecordBatchBuilder
     with file_tiered_cluster(tmp_path, kip1248=False, segment_bytes=1 << 20) as c:
@@ -273,6 +293,7 @@ def test_an_off_lineage_copy_is_skipped_as_remote_log_manager_does(tmp_path):
         assert values == [b"good-%d" % i for i in range(100)] + [b"later-%d" % i for i in range(50)]
 
 
+@pytest.mark.decoder
 def test_retention_writes_delete_events(tmp_path):
     with file_tiered_cluster(tmp_path, kip1248=False) as c:
         t, p = FIXTURE_PARTITIONS[0]
@@ -290,21 +311,29 @@ def test_retention_writes_delete_events(tmp_path):
                           (1, rlm.DELETE_SEGMENT_STARTED), (1, rlm.DELETE_SEGMENT_FINISHED)]
 
 
+@pytest.fixture(scope="module")
+def today_s3(tmp_path_factory):
+    """Today's Kafka tiering every fixture partition to a moto S3 server: one for both reads."""
+    with s3_tiered_cluster(tmp_path_factory.mktemp("today-s3"), "today", FIXTURE_PARTITIONS,
+                           kip1248=False) as c:
+        yield c
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("iso", ISOLATION)
-def test_on_s3_through_the_metadata_topic(tmp_path, iso):
+def test_on_s3_through_the_metadata_topic(today_s3, iso):
     from storage_servers import S3_KEY_ID, S3_SECRET
-    with s3_tiered_cluster(tmp_path, "today", FIXTURE_PARTITIONS, kip1248=False) as c:
-        opts = ReadOptions.parse({
-            "kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": ALL_TOPICS,
-            "includeHeaders": "true", "kafka.isolation.level": iso,
-            "remote.storage.uri": "s3://today/kt", "remote.storage.s3.endpoint": c.moto.endpoint,
-            "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": S3_KEY_ID,
-            "remote.storage.s3.secret.access.key": S3_SECRET})
-        before = c.storage.metrics.get(BROKER_REMOTE_BYTES)
-        plan = planning.plan(opts)
-        assert set(plan.locators.values()) == {"metadata-topic"}
-        batches, totals = read_tasks(opts, plan.tasks)
-        assert_fixture_rows(batches, iso == "read_committed")
-        assert totals.remote_requests > 0 and totals.fallbacks == 0
-        assert c.storage.metrics.get(BROKER_REMOTE_BYTES) == before
+    c = today_s3
+    opts = ReadOptions.parse({
+        "kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": ALL_TOPICS,
+        "includeHeaders": "true", "kafka.isolation.level": iso,
+        "remote.storage.uri": "s3://today/kt", "remote.storage.s3.endpoint": c.moto.endpoint,
+        "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": S3_KEY_ID,
+        "remote.storage.s3.secret.access.key": S3_SECRET})
+    before = c.storage.metrics.get(BROKER_REMOTE_BYTES)
+    plan = planning.plan(opts)
+    assert set(plan.locators.values()) == {"metadata-topic"}
+    batches, totals = read_tasks(opts, plan.tasks)
+    assert_fixture_rows(batches, iso == "read_committed")
+    assert totals.remote_requests > 0 and totals.fallbacks == 0
+    assert c.storage.metrics.get(BROKER_REMOTE_BYTES) == before

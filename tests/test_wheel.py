@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,28 @@ def neutral_env() -> dict:
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory):
+def venv_job(tmp_path_factory):
+    """A new venv with this suite's pyspark version installed, made by a background process
+    while the wheel is built (``dist`` asks for this first); the test installs the wheel into
+    it.  Yields (venv path, the Popen, its log path)."""
+    base = tmp_path_factory.mktemp("fresh-venv")
+    venv, log = base / "venv", base / "venv.log"
+    python = getattr(sys, "_base_executable", sys.executable)
+    script = (f"{shlex.quote(python)} -m venv {shlex.quote(str(venv))} && "
+              f"{shlex.quote(str(venv / 'bin' / 'python'))} -m pip install --quiet pyspark=={pyspark.__version__}")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["/bin/sh", "-c", script], env=neutral_env(), cwd=base, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        yield venv, proc, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory, venv_job):
     out = tmp_path_factory.mktemp("dist")
     egg_info = os.path.join(ROOT, "kafka_tiered_source.egg-info")
     had_egg_info = os.path.exists(egg_info)
@@ -74,11 +96,11 @@ def cluster(tmp_path_factory):
         yield c
 
 
-def test_a_fresh_venv_with_only_the_wheel_and_pyspark_reads_a_tiered_topic(dist, cluster, tmp_path):
+def test_a_fresh_venv_with_only_the_wheel_and_pyspark_reads_a_tiered_topic(dist, venv_job, cluster, tmp_path):
     _, wheel = dist
-    venv = tmp_path / "venv"
+    venv, proc, log = venv_job
     env = neutral_env()
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], check=True, env=env)
+    assert proc.wait(timeout=900) == 0, log.read_text(errors="replace")[-3000:]   # venv + pyspark
     python = str(venv / "bin" / "python")
     done = subprocess.run([python, "-m", "pip", "install", "--quiet", wheel, f"pyspark=={pyspark.__version__}"],
                           capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
