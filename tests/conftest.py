@@ -11,11 +11,6 @@ if ROOT not in sys.path:
 
 FIXTURES = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "kafka-3.9.1")
 
-from botocore_loader import share_botocore_data_loader  # noqa: E402
-
-share_botocore_data_loader()
-
-
 # Every JVM of the suite (Spark drivers, the Connect server, standalone daemons) lives for
 # seconds to minutes: the C1 compiler alone starts a session and runs its first jobs in about
 # two thirds of the time tiered C2 takes (a JIT setting: what runs is the same).  Executors of

@@ -41,7 +41,6 @@ def build_session(master: str = "local[2]"):
             .config("spark.default.parallelism", "2")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.python.daemon.module", "spark_daemon")   # pyspark's, boto3 loader shared
             .getOrCreate())
 
 
