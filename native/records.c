@@ -431,55 +431,6 @@ static int parse_record(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt
 
 #define KT_SLACK 128   /* bytes writable past a data column's end, for the 32-byte copies */
 
-/* Unsigned varint of at most 5 bytes (the 5th carrying 4 bits) in [p, lim), or NULL. */
-static inline const uint8_t *fast_u32(const uint8_t *p, const uint8_t *lim, uint32_t *out)
-{
-    if (__builtin_expect(lim - p >= 5, 1)) {
-        uint32_t b = p[0], v;
-        if (!(b & 0x80)) { *out = b; return p + 1; }
-        v = b & 0x7F; b = p[1]; v |= (b & 0x7F) << 7;
-        if (!(b & 0x80)) { *out = v; return p + 2; }
-        b = p[2]; v |= (b & 0x7F) << 14;
-        if (!(b & 0x80)) { *out = v; return p + 3; }
-        b = p[3]; v |= (b & 0x7F) << 21;
-        if (!(b & 0x80)) { *out = v; return p + 4; }
-        b = p[4];
-        if (b & 0xF0) return NULL;
-        *out = v | (b << 28);
-        return p + 5;
-    }
-    uint32_t v = 0;
-    for (int i = 0; i < 5 && p + i < lim; i++) {
-        uint32_t b = p[i];
-        if (i == 4 && (b & 0xF0)) return NULL;
-        v |= (b & 0x7F) << (7 * i);
-        if (!(b & 0x80)) { *out = v; return p + i + 1; }
-    }
-    return NULL;
-}
-
-static inline const uint8_t *fast_u64(const uint8_t *p, const uint8_t *lim, uint64_t *out)
-{
-    if (__builtin_expect(lim - p >= 4, 1)) {   /* timestamp deltas: mostly 1 to 4 bytes */
-        uint64_t b = p[0], v;
-        if (!(b & 0x80)) { *out = b; return p + 1; }
-        v = b & 0x7F; b = p[1]; v |= (b & 0x7F) << 7;
-        if (!(b & 0x80)) { *out = v; return p + 2; }
-        b = p[2]; v |= (b & 0x7F) << 14;
-        if (!(b & 0x80)) { *out = v; return p + 3; }
-        b = p[3]; v |= (b & 0x7F) << 21;
-        if (!(b & 0x80)) { *out = v; return p + 4; }
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < 10 && p + i < lim; i++) {
-        uint64_t b = p[i];
-        if (i == 9 && (b & 0xFE)) return NULL;
-        v |= (b & 0x7F) << (7 * i);
-        if (!(b & 0x80)) { *out = v; return p + i + 1; }
-    }
-    return NULL;
-}
-
 /* Unchecked varints for fields of an interior record: at least KT_TAIL readable bytes follow
  * the record's end, so a varint that starts inside the record can be read whole; whether the
  * field really ended inside the record is checked once, at the record's end.  NULL when the
@@ -514,6 +465,36 @@ static inline const uint8_t *uv64_short(const uint8_t *p, uint64_t *out)
     if (!(b & 0x80)) { *out = v; return p + 3; }
     b = p[3]; v |= (b & 0x7F) << 21;
     if (!(b & 0x80)) { *out = v; return p + 4; }
+    return NULL;
+}
+
+/* Unsigned varint of at most 5 bytes (the 5th carrying 4 bits) in [p, lim), or NULL. */
+static inline const uint8_t *fast_u32(const uint8_t *p, const uint8_t *lim, uint32_t *out)
+{
+    if (__builtin_expect(lim - p >= 5, 1)) return uv32(p, out);
+    uint32_t v = 0;
+    for (int i = 0; i < 5 && p + i < lim; i++) {
+        uint32_t b = p[i];
+        if (i == 4 && (b & 0xF0)) return NULL;
+        v |= (b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) { *out = v; return p + i + 1; }
+    }
+    return NULL;
+}
+
+static inline const uint8_t *fast_u64(const uint8_t *p, const uint8_t *lim, uint64_t *out)
+{
+    if (__builtin_expect(lim - p >= 4, 1)) {   /* timestamp deltas: mostly 1 to 4 bytes */
+        const uint8_t *q = uv64_short(p, out);
+        if (q) return q;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 10 && p + i < lim; i++) {
+        uint64_t b = p[i];
+        if (i == 9 && (b & 0xFE)) return NULL;
+        v |= (b & 0x7F) << (7 * i);
+        if (!(b & 0x80)) { *out = v; return p + i + 1; }
+    }
     return NULL;
 }
 
@@ -744,11 +725,11 @@ run_plain(kt_Builder *b, kt_plain *st, const uint8_t *end, const uint8_t *tail,
  * What is checked once per call instead of once per record: whether an offset or timestamp can
  * overflow at all (a delta of a few bytes cannot, unless the batch's base is near the int64
  * limits), and whether the window holds enough bytes to fill a column past max_bytes (a record's
- * key and value lie inside it).  A record that is not interior (fewer than KT_TAIL readable
- * bytes after it) or has headers goes through the checked steps; one that is odd in any way,
- * to parse_record(). */
+ * key and value lie inside it).  Runs of plain records go through run_plain(); a record it
+ * stops at goes through the checked steps below, and one that is odd in any way, to
+ * parse_record(). */
 int kt_run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_error *e,
-                       Py_ssize_t *remaining, const uint8_t *buf_end, int partial)
+                   Py_ssize_t *remaining, const uint8_t *buf_end, int partial)
 {
     const uint8_t *const buf = c->buf, *const end = buf + c->end;
     const uint8_t *p = buf + c->pos;
@@ -788,7 +769,7 @@ int kt_run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_erro
     } while (0)
     LOAD();
     /* plain runs need: no overflow checks, no column that can fill, no value bitmap */
-    const int plain_ok = offset_safe && ts_safe && buf_end - end >= 0;
+    const int plain_ok = offset_safe && ts_safe;
     const uint8_t *const tail = buf_end - KT_TAIL;
     for (; left > 0; left--) {
         if (plain_ok && fits && !b->val_nulls) {
@@ -815,62 +796,31 @@ int kt_run_records(kt_Builder *b, kt_cursor *c, const kt_batch_info *bi, kt_erro
         if (len < 6 || len > end - q) goto edge;
         rend = q + len;
         q += 1;   /* attributes */
-        if (__builtin_expect(buf_end - rend >= KT_TAIL, 1)) {
-            /* interior: varints read unchecked, their ends checked against rend below */
-            const uint8_t *t = uv64_short(q, &u64);
-            if (t && ts_safe) {
-                ts = log_append ? bi->max_timestamp : base_ts + ZZ64(u64);
-                ts_us = log_append ? la_us : ts * 1000;
-                q = t;
-            } else {
-                if (!(q = fast_u64(q, rend, &u64))) goto slow;
-                if (log_append)
-                    ts = bi->max_timestamp;
-                else if (__builtin_add_overflow(base_ts, ZZ64(u64), &ts))
-                    goto slow;
-                if (__builtin_mul_overflow(ts, (int64_t)1000, &ts_us)) goto slow;
-            }
-            if (!(q = uv32(q, &u))) goto slow;
-            if (offset_safe) offset = base_offset + ZZ32(u);
-            else if (__builtin_add_overflow(base_offset, (int64_t)ZZ32(u), &offset)) goto slow;
-            if (!(q = uv32(q, &u))) goto slow;
-            klen = ZZ32(u);
-            kp = q;
-            /* the key, then at least a byte (the value's length): q may be past rend here */
-            if (klen < -1 || (klen > 0 ? klen : 0) >= rend - q) goto slow;
-            q += klen > 0 ? klen : 0;
-            if (!(q = uv32(q, &u))) goto slow;
-            vlen = ZZ32(u);
-            vp = q;
-            if (vlen < -1 || (vlen > 0 ? vlen : 0) >= rend - q) goto slow;   /* + header count */
-            q += vlen > 0 ? vlen : 0;
-        } else {
-            if (!(q = fast_u64(q, rend, &u64))) goto slow;
-            if (!(q = fast_u32(q, rend, &u))) goto slow;
-            if (__builtin_add_overflow(base_offset, (int64_t)ZZ32(u), &offset)) goto slow;
-            if (log_append)
-                ts = bi->max_timestamp;
-            else if (__builtin_add_overflow(base_ts, ZZ64(u64), &ts))
-                goto slow;
-            if (__builtin_mul_overflow(ts, (int64_t)1000, &ts_us)) goto slow;
-            if (!(q = fast_u32(q, rend, &u))) goto slow;
-            klen = ZZ32(u);
-            kp = q;
-            if (klen > 0) {
-                if (klen > rend - q) goto slow;
-                q += klen;
-            } else if (klen < -1) {
-                goto slow;
-            }
-            if (!(q = fast_u32(q, rend, &u))) goto slow;
-            vlen = ZZ32(u);
-            vp = q;
-            if (vlen > 0) {
-                if (vlen > rend - q) goto slow;
-                q += vlen;
-            } else if (vlen < -1) {
-                goto slow;
-            }
+        if (!(q = fast_u64(q, rend, &u64))) goto slow;
+        if (!(q = fast_u32(q, rend, &u))) goto slow;
+        if (__builtin_add_overflow(base_offset, (int64_t)ZZ32(u), &offset)) goto slow;
+        if (log_append)
+            ts = bi->max_timestamp;
+        else if (__builtin_add_overflow(base_ts, ZZ64(u64), &ts))
+            goto slow;
+        if (__builtin_mul_overflow(ts, (int64_t)1000, &ts_us)) goto slow;
+        if (!(q = fast_u32(q, rend, &u))) goto slow;
+        klen = ZZ32(u);
+        kp = q;
+        if (klen > 0) {
+            if (klen > rend - q) goto slow;
+            q += klen;
+        } else if (klen < -1) {
+            goto slow;
+        }
+        if (!(q = fast_u32(q, rend, &u))) goto slow;
+        vlen = ZZ32(u);
+        vp = q;
+        if (vlen > 0) {
+            if (vlen > rend - q) goto slow;
+            q += vlen;
+        } else if (vlen < -1) {
+            goto slow;
         }
         int32_t hcount = 0;
         Py_ssize_t hk_bytes = 0, hv_bytes = 0;

@@ -165,7 +165,9 @@ def test_a_task_starts_with_small_parts(cluster, proxy):
     while left > 0:
         want.append(min(part, left))
         left -= want[-1]
-    assert gets[:len(want)] == want
+    # the first range's GETs go out together (the pool may start them in any order), and the
+    # later ranges' only once one of them came back (slow start)
+    assert sorted(gets[:len(want)]) == sorted(want)
     later = gets[len(want):]
     assert len(later) == sum(-(-(r.byte_end - r.byte_start) // part) for r in rest)
     assert max(later) <= part and later.count(part) >= len(rest)

@@ -49,6 +49,9 @@ class RangePrefetcher:
     def __init__(self, fetcher, ranges, concurrency: int, depth: int = 1):
         self._ranges = list(ranges)
         self._keys = [(r.topic, r.partition) for r in self._ranges]
+        self._first: dict = {}         # partition -> index of its first range
+        for i, key in enumerate(self._keys):
+            self._first.setdefault(key, i)
         self._window = max(1, concurrency)
         self._queue = queue.Queue(maxsize=max(1, depth))
         self._skip: set = set()
@@ -72,10 +75,35 @@ class RangePrefetcher:
                 continue
         return False
 
+    def _planned(self, fetcher, i: int, ramp: tuple = ()):
+        """Range ``i``'s parts (the fetcher reads its manifest now when it needs one), with its
+        GETs counted under its own partition."""
+        r = self._ranges[i]
+        token = fetch_scope.set(self._keys[i])
+        try:
+            if ramp:
+                return fetcher.log_segment_parts(r.segment, r.byte_start, r.byte_end, ramp=ramp)
+            return fetcher.log_segment_parts(r.segment, r.byte_start, r.byte_end)
+        finally:
+            fetch_scope.reset(token)
+
+    def _plan_ahead(self, fetcher, i: int, plans: dict) -> None:
+        """Plan the ranges after ``i`` that may go in flight (their partition's first range, or
+        a partition with a GET back good) in the pool, so that their manifests are read while
+        earlier parts arrive, not one after the other in this thread.  As far ahead as the
+        window of GETs."""
+        for j in range(i + 1, min(i + 1 + self._window, len(self._ranges))):
+            key = self._keys[j]
+            if j in plans or j in self._skip:
+                continue
+            if self._first[key] == j or (key in self._good and key not in self._bad):
+                plans[j] = self._pool.submit(self._planned, fetcher, j)
+
     def _run(self, fetcher) -> None:
         inflight: deque = deque()      # (range index, is last part of it, future)
         dead: set = set()              # ranges that failed or ended early: drop their parts
         seen: set = set()
+        plans: dict = {}               # range index -> future of its parts (planned ahead)
         try:
             for i, r in enumerate(self._ranges):
                 key = self._keys[i]
@@ -95,25 +123,26 @@ class RangePrefetcher:
                 if self._stop.is_set():
                     return
                 if i in self._skip:
+                    plans.pop(i, None)
                     continue
-                token = fetch_scope.set(self._keys[i])
                 try:
-                    if first and not inflight and fetcher.ramps_parts:
+                    planned = plans.pop(i, None)
+                    if planned is not None:
+                        parts = planned.result()
+                    elif first and not inflight and fetcher.ramps_parts:
                         # the pipe is empty (the task starts, or starts on a partition with
                         # nothing else in flight) and the partition's later ranges wait for a
                         # first GET (slow start): small leading parts bring the first bytes, and
                         # the go-ahead, after a fraction of a whole part's transfer.  Where GETs
                         # are in flight already, the part arrives while they are decoded.
-                        parts = fetcher.log_segment_parts(r.segment, r.byte_start, r.byte_end,
-                                                          ramp=ramp_sizes(fetcher.config.part_size))
+                        parts = self._planned(fetcher, i, ramp_sizes(fetcher.config.part_size))
                     else:
-                        parts = fetcher.log_segment_parts(r.segment, r.byte_start, r.byte_end)
+                        parts = self._planned(fetcher, i)
                 except Exception as exc:   # e.g. its manifest: handed to the reader, which decides
                     if not self._drain(inflight, dead, 0) or not self._fail(i, exc, dead):
                         return
                     continue
-                finally:
-                    fetch_scope.reset(token)
+                self._plan_ahead(fetcher, i, plans)
                 ctx = contextvars.copy_context()
                 ctx.run(fetch_scope.set, self._keys[i])
                 for n, part in enumerate(parts):
@@ -125,6 +154,8 @@ class RangePrefetcher:
             self._drain(inflight, dead, 0)
         finally:
             for _, _, fut in inflight:
+                fut.cancel()
+            for fut in plans.values():
                 fut.cancel()
 
     def _decided(self, i: int) -> bool:
