@@ -87,6 +87,16 @@ class RangePrefetcher:
         finally:
             fetch_scope.reset(token)
 
+    @staticmethod
+    def _ramp(fetcher, empty: bool) -> tuple:
+        """The leading parts of a partition's first range.  Its later ranges wait for a first
+        GET of it to come back (slow start), so that GET is small: it brings the go-ahead after
+        a fraction of a whole part's transfer.  Where the pipe is empty (the task starts)
+        nothing else is being decoded either, so the parts grow from there (the whole ramp);
+        elsewhere one small part is enough, earlier parts are decoded meanwhile."""
+        sizes = ramp_sizes(fetcher.config.part_size)
+        return sizes if empty else sizes[:1]
+
     def _plan_ahead(self, fetcher, i: int, plans: dict) -> None:
         """Plan the ranges after ``i`` that may go in flight (their partition's first range, or
         a partition with a GET back good) in the pool, so that their manifests are read while
@@ -96,7 +106,10 @@ class RangePrefetcher:
             key = self._keys[j]
             if j in plans or j in self._skip:
                 continue
-            if self._first[key] == j or (key in self._good and key not in self._bad):
+            if self._first[key] == j:
+                ramp = self._ramp(fetcher, False) if fetcher.ramps_parts else ()
+                plans[j] = self._pool.submit(self._planned, fetcher, j, ramp)
+            elif key in self._good and key not in self._bad:
                 plans[j] = self._pool.submit(self._planned, fetcher, j)
 
     def _run(self, fetcher) -> None:
@@ -113,13 +126,18 @@ class RangePrefetcher:
                 # back good, and none after one of its ranges failed until the reader decided
                 # (usually: the rest of the partition through the broker), so a store that
                 # fails sees one failed range per partition, not a pile of them.
+                # A GET counts as back good when it completes (_arrived), not when its part is
+                # handed to the reader: parts are handed over in order, behind the decoder, and
+                # the next partition's first GET is usually done long before its turn.
                 while not (first or (key in self._good and key not in self._bad) or self._decided(i)):
-                    if inflight:
+                    if inflight and inflight[0][2].done():
                         if not self._drain(inflight, dead, len(inflight) - 1):
                             return
                     else:
                         with self._cond:
-                            self._cond.wait_for(lambda: self._decided(i), timeout=0.1)
+                            self._cond.wait_for(
+                                lambda: key in self._good or self._decided(i)
+                                or (inflight and inflight[0][2].done()), timeout=0.1)
                 if self._stop.is_set():
                     return
                 if i in self._skip:
@@ -129,13 +147,8 @@ class RangePrefetcher:
                     planned = plans.pop(i, None)
                     if planned is not None:
                         parts = planned.result()
-                    elif first and not inflight and fetcher.ramps_parts:
-                        # the pipe is empty (the task starts, or starts on a partition with
-                        # nothing else in flight) and the partition's later ranges wait for a
-                        # first GET (slow start): small leading parts bring the first bytes, and
-                        # the go-ahead, after a fraction of a whole part's transfer.  Where GETs
-                        # are in flight already, the part arrives while they are decoded.
-                        parts = self._planned(fetcher, i, ramp_sizes(fetcher.config.part_size))
+                    elif first and fetcher.ramps_parts:
+                        parts = self._planned(fetcher, i, self._ramp(fetcher, not inflight))
                     else:
                         parts = self._planned(fetcher, i)
                 except Exception as exc:   # e.g. its manifest: handed to the reader, which decides
@@ -150,13 +163,26 @@ class RangePrefetcher:
                         return
                     if i in dead or i in self._skip:
                         break
-                    inflight.append((i, n == len(parts) - 1, self._pool.submit(ctx.copy().run, part)))
+                    fut = self._pool.submit(ctx.copy().run, part)
+                    fut.add_done_callback(lambda f, key=self._keys[i]: self._arrived(key, f))
+                    inflight.append((i, n == len(parts) - 1, fut))
             self._drain(inflight, dead, 0)
         finally:
             for _, _, fut in inflight:
                 fut.cancel()
             for fut in plans.values():
                 fut.cancel()
+
+    def _arrived(self, key, fut) -> None:
+        """A GET of partition ``key`` completed: if it came back good, the partition's later
+        ranges may go in flight."""
+        if fut.cancelled() or fut.exception() is not None:
+            with self._cond:
+                self._cond.notify_all()   # the prefetch thread may be waiting for it to drain
+            return
+        with self._cond:
+            self._good.add(key)
+            self._cond.notify_all()
 
     def _decided(self, i: int) -> bool:
         """Stop, or the reader has skipped range ``i`` or asked for it."""
