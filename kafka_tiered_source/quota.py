@@ -2,9 +2,10 @@
 
 A Kafka broker keeps a client within its byte rate by delaying its answers; a reader that goes
 to object storage itself has no broker to do that, so it throttles itself: a token bucket per
-reader for bytes/s and one for GETs/s.  The bucket is charged after each GET (the fetcher's
-observer hook runs then, in the thread that issued the GET), and the thread sleeps off any
-debt before it can issue its next GET.  Long-run throughput is therefore bounded by the rate
+reader for bytes/s and one for GETs/s.  A GET takes its request token before it starts (the
+fetcher's ``before_request`` hook), so concurrent GETs start at most the rate apart; the byte
+bucket is charged after each GET (the ``on_request`` hook, in the thread that issued the GET),
+and the thread sleeps off any debt before it can issue its next GET.  Long-run throughput is therefore bounded by the rate
 whatever the GET sizes; a GET is never split or refused.
 
 Options (all per second, unset = unlimited):
@@ -37,8 +38,8 @@ class TokenBucket:
     debt is paid; concurrent callers queue behind each other's debt, so together they stay
     within the rate.  Returns the seconds slept."""
 
-    def __init__(self, rate: float, capacity: float | None = None, *, clock=time.monotonic,
-                 sleep=time.sleep):
+    def __init__(self, rate: float, capacity: float | None = None, *, initial: float = 0.0,
+                 clock=time.monotonic, sleep=time.sleep):
         if not rate > 0:
             raise ValueError(f"rate must be > 0, got {rate!r}")
         self.rate = float(rate)
@@ -46,7 +47,7 @@ class TokenBucket:
         self._clock = clock
         self._sleep = sleep
         self._lock = threading.Lock()
-        self._tokens = 0.0
+        self._tokens = float(initial)
         self._at = None     # the bucket starts filling at its first charge, not when built
 
     def charge(self, amount: float) -> float:
@@ -71,7 +72,9 @@ class ReaderQuota:
         self.bytes_per_second = bytes_per_second
         self.requests_per_second = requests_per_second
         self._bytes = TokenBucket(bytes_per_second) if bytes_per_second else None
-        self._requests = TokenBucket(requests_per_second) if requests_per_second else None
+        # GETs take their token before they start (one in hand for the first), so the GETs of
+        # concurrent threads start at most `requests_per_second` apart
+        self._requests = TokenBucket(requests_per_second, initial=1) if requests_per_second else None
 
     @classmethod
     def for_task(cls, config: QuotaConfig | None, tasks: int) -> "ReaderQuota | None":
@@ -83,15 +86,15 @@ class ReaderQuota:
     def __reduce__(self):
         return (self.__class__, (self.bytes_per_second, self.requests_per_second))
 
+    def before_get(self) -> float:
+        """A GET is about to start: take its request token, sleeping until the request quota
+        allows it; returns the seconds slept."""
+        return self._requests.charge(1) if self._requests is not None else 0.0
+
     def charge(self, nbytes: int) -> float:
-        """One GET finished having received ``nbytes``: sleep as the quotas require; returns the
-        seconds slept."""
-        slept = 0.0
-        if self._requests is not None:
-            slept += self._requests.charge(1)
-        if self._bytes is not None:
-            slept += self._bytes.charge(nbytes)
-        return slept
+        """One GET finished having received ``nbytes``: sleep as the byte quota requires (the
+        size is known only now); returns the seconds slept."""
+        return self._bytes.charge(nbytes) if self._bytes is not None else 0.0
 
     def __repr__(self) -> str:
         return f"ReaderQuota(bytes/s={self.bytes_per_second}, requests/s={self.requests_per_second})"

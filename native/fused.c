@@ -103,6 +103,21 @@ static int piece_parse(piece_run *r, Py_ssize_t lim, int final)
     }
 }
 
+/* The outcome of a batch whose records all came out of the decompressor cleanly: the record
+ * error held back (decompress-then-parse reports it only now), records that end before the
+ * decompressed bytes do, or (True, pos, remaining). */
+static PyObject *piece_result(const piece_run *r)
+{
+    if (r->failed) return kt_raise(&r->err);
+    if (r->rp != r->have) {
+        kt_cursor records = {NULL, 0, 0, r->origin, 1, 0};
+        kt_error e;
+        kt_bytes_left(&records, r->rp, r->have - r->rp, &e);
+        return kt_raise(&e);
+    }
+    return Py_BuildValue("Onn", Py_True, r->rp, r->left);
+}
+
 /* ---- the decoder's own readers behind one interface ---- */
 
 enum { CODEC_SNAPPY = 2, CODEC_LZ4 = 3 };
@@ -236,13 +251,7 @@ static PyObject *append_blocks(kt_Builder *b, PyObject *args, int codec, const c
     kt_error e;
     if (verify_crc && kt_crc_mismatch(&bc, pos, stored, crc, &e)) return kt_raise(&e);
     if (refused) return Py_BuildValue("Onn", Py_False, r.rp, r.left);
-    if (r.failed) return kt_raise(&r.err);
-    if (r.rp != r.have) {
-        kt_cursor records = {NULL, 0, 0, r.origin, 1, 0};
-        kt_bytes_left(&records, r.rp, r.have - r.rp, &e);
-        return kt_raise(&e);
-    }
-    return Py_BuildValue("Onn", Py_True, r.rp, r.left);
+    return piece_result(&r);
 }
 
 PyObject *kt_builder_append_lz4(kt_Builder *b, PyObject *args)
@@ -329,13 +338,6 @@ PyObject *kt_builder_append_stream(kt_Builder *b, PyObject *args)
     if (rc == KT_PYERR) return NULL;
     if (over) return Py_BuildValue("Onn", Py_False, r.rp, r.left);
     if (in_len > 0 && r.have > 0) stream_ratio = (double)r.have / (double)in_len;
-    kt_error e;
-    if (r.failed) return kt_raise(&r.err);
-    if (r.rp != r.have) {
-        kt_cursor records = {NULL, 0, 0, r.origin, 1, 0};
-        kt_bytes_left(&records, r.rp, r.have - r.rp, &e);
-        return kt_raise(&e);
-    }
-    return Py_BuildValue("Onn", Py_True, r.rp, r.left);
+    return piece_result(&r);
 }
 

@@ -24,6 +24,25 @@ static PyObject *py_crc32c_impl(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(kt_crc32c_impl());
 }
 
+/* What lz4_decompress and snappy_decompress return: ValueError naming what the reader refused,
+ * the size written into the caller's buffer, or the bytes; releases `given` or frees `out`. */
+static PyObject *decompressed(const char *codec, const char *why, Py_buffer *given, uint8_t *out,
+                              size_t have)
+{
+    PyObject *ret = NULL;
+    if (why)
+        PyErr_Format(PyExc_ValueError, "%s: %s", codec, why);
+    else if (given->buf)
+        ret = PyLong_FromSize_t(have);
+    else
+        ret = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)have);
+    if (given->buf)
+        PyBuffer_Release(given);
+    else
+        free(out);
+    return ret;
+}
+
 /* lz4_decompress(frame, limit[, out]) -> bytes, or the size written into `out` (a writable
  * buffer, reused by the decode benchmark so that it times the reader, not page faults): the
  * whole frame through the block reader append_lz4 uses.  ValueError naming what the reader
@@ -69,18 +88,7 @@ static PyObject *py_lz4_decompress(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    PyObject *ret = NULL;
-    if (why)
-        PyErr_Format(PyExc_ValueError, "lz4: %s", why);
-    else if (given.buf)
-        ret = PyLong_FromSize_t(have);
-    else
-        ret = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)have);
-    if (given.buf)
-        PyBuffer_Release(&given);
-    else
-        free(out);
-    return ret;
+    return decompressed("lz4", why, &given, out, have);
 }
 
 /* snappy_decompress(records, limit[, out]) -> bytes, or the size written into `out`: a batch's
@@ -116,18 +124,7 @@ static PyObject *py_snappy_decompress(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
-    PyObject *ret = NULL;
-    if (why)
-        PyErr_Format(PyExc_ValueError, "snappy: %s", why);
-    else if (given.buf)
-        ret = PyLong_FromSize_t(have);
-    else
-        ret = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)have);
-    if (given.buf)
-        PyBuffer_Release(&given);
-    else
-        free(out);
-    return ret;
+    return decompressed("snappy", why, &given, out, have);
 }
 
 static PyMethodDef methods[] = {

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kafka_tiered_source import _native
 from kafka_tiered_source.errors import CorruptRecordError, DecompressionLimitError
 from kafka_tiered_source.records import codecs, decode_batches
-from test_records_codecs import LZ4, compress_as, kp_batch, restamp
+from test_records_codecs import ENCODERS, LZ4, compress_as, kp_batch, restamp
 
 PIECE = 256 * 1024   # native/records.c KT_PIECE: records are parsed this many bytes at a time
 
@@ -316,8 +316,11 @@ def test_decompression_error_after_a_record_error_wins():
     assert same(bytes(stale), verify_crc=False)[2] != got[2]
 
 
+@pytest.mark.parametrize("codec", ["lz4", "zstd-streamed", "snappy-xerial"])
 @pytest.mark.parametrize("case", ["trailing bytes", "count too high", "count too low"])
-def test_records_and_count_disagree(case):
+def test_records_and_count_disagree(case, codec):
+    """Every piece-at-a-time path (lz4 and snappy's own readers, zstd's stream) reports records
+    and count that disagree as the pure decoder does on the whole decompressed batch."""
     records = [(i, 1, b"k", b"v" * 3000, []) for i in range(300)]
     plain = kp_batch(records)
     body, count = plain[61:], len(records)
@@ -329,7 +332,7 @@ def test_records_and_count_disagree(case):
         count -= 1
     batch = bytearray(plain[:61] + body)
     struct.pack_into(">i", batch, 57, count)
-    got = same(compress_as(bytes(batch), LZ4, frame))
+    got = same(compress_as(bytes(batch), *ENCODERS[codec]))
     assert got[0] == "error", got
 
 

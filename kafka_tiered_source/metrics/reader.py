@@ -277,6 +277,13 @@ class ReaderMetrics:
         return self._totals.stats((self.client_id, topic, partition, backend or self.backend))
 
     # -- FetchObserver ---------------------------------------------------------------------
+    def before_request(self) -> float:
+        slept = self.quota.before_get() if self.quota is not None else 0.0
+        if slept:
+            with self._lock:
+                self._stats().quota_throttled_s += slept
+        return slept
+
     def on_request(self, backend, location, bytes_received, latency_s, error_type, throttled_s):
         slept = self.quota.charge(bytes_received) if self.quota is not None else 0.0
         with self._lock:

@@ -194,6 +194,14 @@ class RemoteStorageFetcher(abc.ABC):
                                                 thread_name_prefix=f"kts-fetch-{self.backend}")
             return self._pool
 
+    def _before_request(self) -> None:
+        if self.observer is None:
+            return
+        try:
+            self.observer.before_request()
+        except Exception:   # a metrics bug must not fail a read
+            log.warning("fetch observer %r failed", self.observer, exc_info=True)
+
     def _report(self, location, nbytes, latency, error_type, throttled_s) -> None:
         if self.observer is None:
             return
@@ -250,6 +258,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         attempt = 0
         while True:
             attempt += 1
+            self._before_request()
             t0 = time.monotonic()
             try:
                 data = self._get_object_range(key, start, end)

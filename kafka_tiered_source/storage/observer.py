@@ -12,6 +12,10 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class FetchObserver(Protocol):
+    def before_request(self) -> float:
+        """A GET attempt is about to start (it may sleep here, for a client-side request
+        quota); returns the seconds it slept."""
+
     def on_request(self, backend: str, location: str, bytes_received: int, latency_s: float,
                    error_type: str | None, throttled_s: float) -> None:
         """One GET attempt finished.
@@ -34,6 +38,9 @@ class CountingObserver:
         self.by_location: Counter = Counter()
         self.throttled_s = 0.0
         self.latency_s = 0.0
+
+    def before_request(self) -> float:
+        return 0.0
 
     def on_request(self, backend, location, bytes_received, latency_s, error_type, throttled_s):
         with self._lock:
