@@ -500,10 +500,7 @@ def get_bound(options: dict) -> int:
             if not isinstance(r, RemoteRange):
                 continue
             key = (r.topic, r.partition)
-            # the whole ramp where the task starts, one small part where it starts on another
-            # partition (RangePrefetcher._ramp)
-            sizes = list(ramp_sizes(PART_SIZE) if not seen else ramp_sizes(PART_SIZE)[:1]
-                         if key not in seen else ())
+            sizes = list(ramp_sizes(PART_SIZE, empty=not seen) if key not in seen else ())
             seen.add(key)
             left = r.byte_end - r.byte_start
             while left > 0:

@@ -5,8 +5,8 @@ to object storage itself has no broker to do that, so it throttles itself: a tok
 reader for bytes/s and one for GETs/s.  A GET takes its request token before it starts (the
 fetcher's ``before_request`` hook), so concurrent GETs start at most the rate apart; the byte
 bucket is charged after each GET (the ``on_request`` hook, in the thread that issued the GET),
-and the thread sleeps off any debt before it can issue its next GET.  Long-run throughput is therefore bounded by the rate
-whatever the GET sizes; a GET is never split or refused.
+and the thread sleeps off any debt before it can issue its next GET.  Long-run throughput is
+therefore bounded by the rate whatever the GET sizes; a GET is never split or refused.
 
 Options (all per second, unset = unlimited):
 

@@ -7,6 +7,7 @@ SparkContext (maxFailures 1), and task retries need ``local[2,4]`` or a cluster.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -84,8 +85,16 @@ def retry_job(s3):
     out = s3.base / "retry.json"
     env = {**os.environ, **spark_env()}
     proc = run_driver("local[2,4]", options, out, env, str(s3.base))
-    try:
+    with _reaped(proc):
         yield proc, out, rule
+
+
+@contextlib.contextmanager
+def _reaped(proc):
+    """The driver process is killed if it still runs when the block ends (a test that failed
+    or timed out)."""
+    try:
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -142,7 +151,7 @@ def test_executor_killed_mid_job_job_completes_with_every_offset_once(standalone
     proc = run_driver(url, options, out, env, str(base))
     killed = None
     done_at_kill = None
-    try:
+    with _reaped(proc):
         deadline = time.monotonic() + 120
         while killed is None and time.monotonic() < deadline and proc.poll() is None:
             # wait until both executors run and the job has finished at least one task
@@ -154,10 +163,6 @@ def test_executor_killed_mid_job_job_completes_with_every_offset_once(standalone
                 break
             time.sleep(0.2)
         proc.wait(timeout=150)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     log = driver_log(out)
     assert killed is not None, "the job ended before an executor could be killed"
     assert proc.returncode == 0, log[-4000:]
@@ -174,12 +179,7 @@ def test_task_failing_its_first_attempt_is_retried_and_every_offset_comes_once(r
     already have produced rows.  Spark retries the task; the retry reads clean bytes.  Every
     offset comes out once: rows of the failed attempt never reach the result."""
     proc, out, rule = retry_job
-    try:
-        proc.wait(timeout=150)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    proc.wait(timeout=150)     # the fixture kills it if it is still running
     log = driver_log(out)
     assert proc.returncode == 0, log[-4000:]
     assert rule.hits == 1

@@ -104,22 +104,49 @@ def test_reader_decodes_every_frame_shape(block_size, linked, checksums, store_s
         assert _native.lz4_decompress(frame(tiny, linked=linked), 1 << 30) == tiny
 
 
+class Verdicts:
+    """An own reader against the library on many inputs: whenever the reader accepts, the
+    library gives the same bytes.  ``done()`` checks that all three outcomes occurred, so the
+    comparison can fail both ways."""
+
+    def __init__(self, ours, reference, library: str):
+        self.ours, self.reference, self.library = ours, reference, library
+        self.counts = {"both accept": 0, "both refuse": 0, f"only {library} accepts": 0}
+
+    def check(self, data) -> None:
+        mine, ref = self.ours(data), self.reference(data)
+        if mine is not None:
+            assert mine == ref, f"reader accepted input {self.library} reads differently: {data[:64]!r}"
+            self.counts["both accept"] += 1
+        else:
+            self.counts["both refuse" if ref is None else f"only {self.library} accepts"] += 1
+
+    def done(self) -> None:
+        assert all(self.counts.values()), self.counts
+
+
+def mutated(rnd, data: bytes) -> bytes:
+    """``data`` with a few bits flipped, cut short, or with stray bytes after it."""
+    b = bytearray(data)
+    op = rnd.random()
+    if op < 0.5 and b:
+        for _ in range(rnd.randint(1, 3)):
+            b[rnd.randrange(len(b))] ^= 1 << rnd.randrange(8)
+    elif op < 0.75 and b:
+        del b[rnd.randrange(len(b)):]
+    else:
+        b += rnd.randbytes(rnd.randint(1, 4))
+    return bytes(b)
+
+
 def test_reader_refuses_what_liblz4_refuses():
     """Flipped bits, cut frames, stray bytes, and blocks of made-up sequences (offsets past
     the output, lengths running into the block's end): whenever the reader accepts, liblz4
     accepts with the same bytes."""
     rnd = random.Random(1248)
-    verdicts = {"both accept": 0, "both refuse": 0, "only liblz4 accepts": 0}
-
-    def check(f):
-        # one output cap for both: no frame here holds more, and python-lz4 allocates it
-        ours, ref = own_reader(f, 1 << 21), python_lz4(f, 1 << 21)
-        if ours is not None:
-            assert ours == ref, f"reader accepted a frame liblz4 decodes differently: {f[:64]!r}"
-            verdicts["both accept"] += 1
-        else:
-            verdicts["both refuse" if ref is None else "only liblz4 accepts"] += 1
-
+    # one output cap for both: no frame here holds more, and python-lz4 allocates it
+    verdicts = Verdicts(lambda f: own_reader(f, 1 << 21), lambda f: python_lz4(f, 1 << 21), "liblz4")
+    check = verdicts.check
     for _ in range(400):
         data = rnd.choice([text(rnd, rnd.randint(0, 200_000)), rnd.randbytes(rnd.randint(0, 3000)),
                            b"\1" * rnd.randint(0, 100_000)])
@@ -128,16 +155,7 @@ def test_reader_refuses_what_liblz4_refuses():
                   store_size=rnd.random() < 0.5, level=rnd.choice([0, 9]))
         check(f)
         for _ in range(4):
-            b = bytearray(f)
-            op = rnd.random()
-            if op < 0.5:
-                for _ in range(rnd.randint(1, 3)):
-                    b[rnd.randrange(len(b))] ^= 1 << rnd.randrange(8)
-            elif op < 0.75:
-                del b[rnd.randrange(len(b)):]
-            else:
-                b += rnd.randbytes(rnd.randint(1, 4))
-            check(bytes(b))
+            check(mutated(rnd, f))
     head = {linked: frame(b"x", linked=linked)[:7] for linked in (False, True)}
     for _ in range(3000):
         blocks = b""
@@ -145,8 +163,7 @@ def test_reader_refuses_what_liblz4_refuses():
             blk = made_up_block(rnd)
             blocks += struct.pack("<I", len(blk)) + blk
         check(head[rnd.random() < 0.5] + blocks + b"\0\0\0\0")
-    # the test covered all three outcomes, so it can fail both ways
-    assert all(verdicts.values()), verdicts
+    verdicts.done()
 
 
 def made_up_block(rnd):

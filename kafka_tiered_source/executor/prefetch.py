@@ -12,14 +12,17 @@ from ..errors import KafkaTieredError
 from ..metrics.reader import fetch_scope
 
 
-def ramp_sizes(part_size: int) -> tuple:
-    """The leading parts where a task starts on a partition: 1/8, 1/4 and 1/2 of a part (2, 4 and
-    8 MiB of the default 16 MiB), none for parts under 64 KiB.  Each doubles the last: one arrives
-    about when the decoder is through the one before (a part decodes in about the time a
-    connection takes to bring it)."""
+def ramp_sizes(part_size: int, empty: bool = True) -> tuple:
+    """The leading parts of a partition's first range in a task.  Its later ranges wait for a
+    first GET of it to come back (slow start), so that GET is small: 1/8 of a part brings the
+    go-ahead after a fraction of a whole part's transfer.  Where the pipe is ``empty`` (the task
+    starts) nothing else is being decoded either, so the parts grow from there: 1/8, 1/4 and 1/2
+    (2, 4 and 8 MiB of the default 16 MiB), each arriving about when the decoder is through the
+    one before; elsewhere one small part is enough, earlier parts are decoded meanwhile.  None
+    for parts under 64 KiB."""
     if part_size < 64 * 1024:
         return ()
-    return (part_size // 8, part_size // 4, part_size // 2)
+    return (part_size // 8, part_size // 4, part_size // 2) if empty else (part_size // 8,)
 
 
 class RangePrefetcher:
@@ -87,16 +90,6 @@ class RangePrefetcher:
         finally:
             fetch_scope.reset(token)
 
-    @staticmethod
-    def _ramp(fetcher, empty: bool) -> tuple:
-        """The leading parts of a partition's first range.  Its later ranges wait for a first
-        GET of it to come back (slow start), so that GET is small: it brings the go-ahead after
-        a fraction of a whole part's transfer.  Where the pipe is empty (the task starts)
-        nothing else is being decoded either, so the parts grow from there (the whole ramp);
-        elsewhere one small part is enough, earlier parts are decoded meanwhile."""
-        sizes = ramp_sizes(fetcher.config.part_size)
-        return sizes if empty else sizes[:1]
-
     def _plan_ahead(self, fetcher, i: int, plans: dict) -> None:
         """Plan the ranges after ``i`` that may go in flight (their partition's first range, or
         a partition with a GET back good) in the pool, so that their manifests are read while
@@ -107,7 +100,7 @@ class RangePrefetcher:
             if j in plans or j in self._skip:
                 continue
             if self._first[key] == j:
-                ramp = self._ramp(fetcher, False) if fetcher.ramps_parts else ()
+                ramp = ramp_sizes(fetcher.config.part_size, False) if fetcher.ramps_parts else ()
                 plans[j] = self._pool.submit(self._planned, fetcher, j, ramp)
             elif key in self._good and key not in self._bad:
                 plans[j] = self._pool.submit(self._planned, fetcher, j)
@@ -148,7 +141,8 @@ class RangePrefetcher:
                     if planned is not None:
                         parts = planned.result()
                     elif first and fetcher.ramps_parts:
-                        parts = self._planned(fetcher, i, self._ramp(fetcher, not inflight))
+                        ramp = ramp_sizes(fetcher.config.part_size, not inflight)
+                        parts = self._planned(fetcher, i, ramp)
                     else:
                         parts = self._planned(fetcher, i)
                 except Exception as exc:   # e.g. its manifest: handed to the reader, which decides

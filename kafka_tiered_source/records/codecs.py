@@ -71,12 +71,8 @@ class ZstdStream:
         import zstandard
 
         self._where = (position, base_offset)
-        try:
-            hint = zstandard.frame_content_size(data)
-        except zstandard.ZstdError:
-            hint = -1
         #: the decompressed size when the (first) frame states it, else -1
-        self.size_hint = hint
+        self.size_hint = hint = _zstd_content_size(data)
         if hint > limit:
             raise limit_error(CODEC_ZSTD, limit, position, base_offset)
         self._reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
@@ -217,15 +213,22 @@ def _lz4(data, limit: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def _zstd_content_size(data) -> int:
+    """The decompressed size the (first) zstd frame declares, or -1."""
+    import zstandard
+
+    try:
+        return zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        return -1
+
+
 def _zstd(data, limit: int):
     import zstandard
 
     # Frames may lack the content size (Kafka's producers stream them): always decompress as a
     # stream into a buffer sized from the content size when it is there, never past the cap.
-    try:
-        hint = zstandard.frame_content_size(data)
-    except zstandard.ZstdError:
-        hint = -1
+    hint = _zstd_content_size(data)
     if hint > limit:
         raise _Limit
     size = hint + 1 if hint >= 0 else min(limit + 1, max(_CHUNK, 4 * len(data)))

@@ -212,8 +212,9 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 with codecs.ZstdStream(mv[pos + HEADER_SIZE:pos + size], max_decompressed_bytes,
                                        position=at, base_offset=h.base_offset) as fill:
                     done, rpos, remaining = builder.append_stream(
-                        fill, fill.size_hint, size - HEADER_SIZE, remaining, h.base_offset, h.base_timestamp, h.max_timestamp,
-                        log_append, lo, hi, at, max_decompressed_bytes, flush)
+                        fill, fill.size_hint, size - HEADER_SIZE, remaining, h.base_offset,
+                        h.base_timestamp, h.max_timestamp, log_append, lo, hi, at,
+                        max_decompressed_bytes, flush)
                 if not done:
                     raise codecs.limit_error(h.codec, max_decompressed_bytes, at, h.base_offset)
                 pos += size
