@@ -210,21 +210,32 @@ def test_reader_limit_and_output_buffer():
     {"block_size": lz4.frame.BLOCKSIZE_MAX256KB, "store_size": True, "level": 9},
 ], ids=["java-like", "linked", "4mb-checksums", "256kb-sized"])
 def test_records_cut_by_pieces_come_out_whole(frame_kw):
-    rnd = random.Random(7)
-    records = records_of(rnd, 400) + [(400, 1, b"big", b"v" * (1 << 20), [])]
+    assert_pieced_batch(lambda records: lz4_batch(records, base_offset=1000, **frame_kw))
+
+
+def pieced_records():
+    """400 records of every size, headers and null keys, and a 1 MiB one: more than ten of the
+    pieces the native decoder parses at a time."""
+    records = records_of(random.Random(7), 400) + [(400, 1, b"big", b"v" * (1 << 20), [])]
     assert len(kp_batch(records)) > 10 * PIECE
-    batch = lz4_batch(records, base_offset=1000, **frame_kw)
-    got = same(batch)
-    rows = [r for t in got[1] for r in t]
+    return records
+
+
+def assert_pieced_batch(encode):
+    """``encode(records)`` (a batch at base offset 1000) decodes as the pure decoder does: rows
+    whole across piece ends, with offset bounds, without headers, into Arrow batches that fill
+    up mid-batch (flush from C), and twice in a row (the window is reused)."""
+    records = pieced_records()
+    batch = encode(records)
+    rows = [r for t in same(batch)[1] for r in t]
     assert len(rows) == len(records)
     assert [r["value"] for r in rows] == [r[3] for r in records]
     assert [r["offset"] for r in rows] == [1000 + r[0] for r in records]
-    # bounds, no headers, and Arrow batches that fill up mid-batch (flush from C)
+    assert [r["headers"] for r in rows] == [[{"key": k, "value": v} for k, v in r[4]] or None
+                                           for r in records]
     same(batch, start_offset=1100, end_offset=1390, include_headers=False)
-    small = same(batch, max_batch_bytes=200_000)
-    assert len(small[1]) > 5
-    two = same(batch + batch)   # the window is reused for the next batch
-    assert sum(len(t) for t in two[1]) == 2 * len(records)
+    assert len(same(batch, max_batch_bytes=200_000)[1]) > 5
+    assert sum(len(t) for t in same(batch + batch)[1]) == 2 * len(records)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

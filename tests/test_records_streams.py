@@ -24,8 +24,8 @@ from kafka_tiered_source import _native
 from kafka_tiered_source.errors import CorruptRecordError, DecompressionLimitError
 from kafka_tiered_source.records import codecs, decode_batches
 from test_records_codecs import SNAPPY, ZSTD, compress_as, kp_batch, restamp
-from test_records_lz4 import (PIECE, Verdicts, corrupt_record, mutated, outcome, record_starts,
-                              records_of, same, text)
+from test_records_lz4 import (PIECE, Verdicts, assert_pieced_batch, corrupt_record, mutated, outcome,
+                              record_starts, records_of, same, text)
 
 
 def java_like(data):
@@ -53,23 +53,7 @@ def zstd_batch(records, base_offset=0, framing=java_like):
 
 @pytest.mark.parametrize("framing", FRAMINGS.values(), ids=FRAMINGS.keys())
 def test_records_cut_by_pieces_come_out_whole(framing):
-    rnd = random.Random(7)
-    records = records_of(rnd, 400) + [(400, 1, b"big", b"v" * (1 << 20), [])]
-    assert len(kp_batch(records)) > 10 * PIECE
-    batch = zstd_batch(records, base_offset=1000, framing=framing)
-    got = same(batch)
-    rows = [r for t in got[1] for r in t]
-    assert len(rows) == len(records)
-    assert [r["value"] for r in rows] == [r[3] for r in records]
-    assert [r["offset"] for r in rows] == [1000 + r[0] for r in records]
-    assert [r["headers"] for r in rows] == [[{"key": k, "value": v} for k, v in r[4]] or None
-                                           for r in records]
-    # bounds, no headers, and Arrow batches that fill up mid-batch (flush from C)
-    same(batch, start_offset=1100, end_offset=1390, include_headers=False)
-    small = same(batch, max_batch_bytes=200_000)
-    assert len(small[1]) > 5
-    two = same(batch + batch)   # the window is reused for the next batch
-    assert sum(len(t) for t in two[1]) == 2 * len(records)
+    assert_pieced_batch(lambda records: zstd_batch(records, base_offset=1000, framing=framing))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -262,16 +246,7 @@ SNAPPY_FRAMINGS = {"xerial-32k": xerial, "xerial-1k": lambda d: xerial(d, 1024),
 
 @pytest.mark.parametrize("framing", SNAPPY_FRAMINGS.values(), ids=SNAPPY_FRAMINGS.keys())
 def test_snappy_records_cut_by_blocks_and_pieces_come_out_whole(framing):
-    rnd = random.Random(8)
-    records = records_of(rnd, 400) + [(400, 1, b"big", b"v" * (1 << 20), [])]
-    batch = snappy_batch(records, base_offset=1000, framing=framing)
-    got = same(batch)
-    rows = [r for t in got[1] for r in t]
-    assert [r["value"] for r in rows] == [r[3] for r in records]
-    assert [r["offset"] for r in rows] == [1000 + r[0] for r in records]
-    same(batch, start_offset=1100, end_offset=1390, include_headers=False)
-    assert len(same(batch, max_batch_bytes=200_000)[1]) > 5
-    assert sum(len(t) for t in same(batch + batch)[1]) == 2 * len(records)
+    assert_pieced_batch(lambda records: snappy_batch(records, base_offset=1000, framing=framing))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
