@@ -168,6 +168,17 @@ def control_batch(offset: int, producer_id: int, producer_epoch: int, commit: bo
     return struct.pack(">qiibI", offset, length, leader_epoch, 2, crc) + after_crc
 
 
+def control_type(batch: bytes, h: BatchHeader) -> int:
+    """The type of a control batch's record (0 ABORT, 1 COMMIT): its key is version int16 then
+    type int16, after the record's length, attributes, timestamp and offset deltas and key length
+    (varints).  Control batches are never compressed."""
+    from ..protocol.primitives import read_varint
+    pos = h.position + HEADER_SIZE
+    for _ in range(5):          # length, attributes (one byte, read as a varint: < 64), deltas, key length
+        _, pos = read_varint(batch, pos)
+    return struct.unpack_from(">h", batch, pos + 2)[0]
+
+
 # --------------------------------------------------------------------------------------------
 # segments
 
@@ -447,6 +458,11 @@ class PartitionLog:
         """Append a Produce request's batches; returns (base offset, last offset, log append
         time or -1).  Exact retries of the last batches of an idempotent producer return the
         offsets they got the first time and write nothing."""
+        return self.append_leader(records)[0]
+
+    def append_leader(self, records: bytes) -> tuple[tuple[int, int, int], bytes | None]:
+        """:meth:`append`, and the bytes written (offsets and leader epoch assigned), which the
+        followers replicate; None when nothing was written (a retried batch)."""
         headers = validate_batches(records, topic=self.topic, partition=self.partition)
         for h in headers:
             if h.is_control:
@@ -454,7 +470,7 @@ class PartitionLog:
                                    f"(byte position {h.position})", topic=self.topic, partition=self.partition)
         dup = self._duplicate(headers)
         if dup is not None:
-            return dup[0], dup[1], -1
+            return (dup[0], dup[1], -1), None
         buf = bytearray(records)
         offset = self.log_end_offset
         now = int(time.time() * 1000)
@@ -470,14 +486,31 @@ class PartitionLog:
                 struct.pack_into(">I", buf, h.position + CRC_OFFSET, crc)
             offset += h.last_offset_delta + 1
         data = bytes(buf)
+        new_headers = self._write(data)
+        return (new_headers[0].base_offset, new_headers[-1].last_offset,
+                now if self.log_append_time else -1), data
+
+    def _write(self, data: bytes) -> list[BatchHeader]:
         new_headers = list(iter_headers(data))
         seg = self._maybe_roll(len(data))
         seg.append(data, new_headers)
         for h in new_headers:
             self._track(h, h.base_offset, h.last_offset, seg)
-        if self.epochs.assign(epoch, new_headers[0].base_offset):
+        if self.epochs.assign(new_headers[0].partition_leader_epoch, new_headers[0].base_offset):
             self.epochs.save()
-        return new_headers[0].base_offset, new_headers[-1].last_offset, now if self.log_append_time else -1
+        return new_headers
+
+    def append_replicated(self, data: bytes) -> None:
+        """A follower's append of batches the leader wrote (offsets and epochs kept), rolling
+        at this replica's own segment size (Kafka's appendAsFollower)."""
+        headers = validate_batches(data, topic=self.topic, partition=self.partition)
+        if headers[0].base_offset != self.log_end_offset:
+            raise StorageError("OFFSET_OUT_OF_RANGE", f"replicated batch at offset {headers[0].base_offset}, "
+                               f"log end offset {self.log_end_offset}", topic=self.topic, partition=self.partition)
+        if headers[0].is_control:
+            self._append_marker(data, headers[0], control_type(data, headers[0]) == 1)
+        else:
+            self._write(data)
 
     def _duplicate(self, headers):
         """(first, last) offsets if the request repeats cached batches; raise on fencing or a gap."""
@@ -507,6 +540,11 @@ class PartitionLog:
                          coordinator_epoch: int) -> int:
         """Write a COMMIT/ABORT marker for the producer's open transaction; returns its offset.
         An ABORT adds the transaction to the .txnindex of the segment holding the marker."""
+        return self.write_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)[0]
+
+    def write_txn_marker_batch(self, producer_id: int, producer_epoch: int, commit: bool,
+                               coordinator_epoch: int) -> tuple[int, bytes]:
+        """:meth:`write_txn_marker`, and the control batch written (for the followers)."""
         p = self.producers.setdefault(producer_id, ProducerEntry())
         if producer_epoch < p.epoch:
             raise StorageError("INVALID_PRODUCER_EPOCH",
@@ -515,18 +553,24 @@ class PartitionLog:
         offset = self.log_end_offset
         batch = control_batch(offset, producer_id, producer_epoch, commit, coordinator_epoch,
                               int(time.time() * 1000), leader_epoch=self.epochs.latest)
+        self._append_marker(batch, next(iter_headers(batch)), commit)
+        return offset, batch
+
+    def _append_marker(self, batch: bytes, h: BatchHeader, commit: bool) -> None:
+        p = self.producers.setdefault(h.producer_id, ProducerEntry())
+        offset = h.base_offset
         first = p.txn_first_offset if p.txn_first_offset is not None else offset
         seg = self._maybe_roll(len(batch))
-        headers = list(iter_headers(batch))
-        seg.append(batch, headers)
-        self._track(headers[0], offset, offset, seg)      # closes the transaction
+        seg.append(batch, [h])
+        self._track(h, offset, offset, seg)      # closes the transaction
         if not commit:
             # LSO once this transaction is done: the next open one, else just past the marker
             others = [q.txn_first_offset for pid, q in self.producers.items()
-                      if pid != producer_id and q.txn_first_offset is not None]
+                      if pid != h.producer_id and q.txn_first_offset is not None]
             lso = min(others) if others else offset + 1
-            seg.append_aborted(AbortedTxn(producer_id, first, offset, lso))
-        return offset
+            seg.append_aborted(AbortedTxn(h.producer_id, first, offset, lso))
+        if self.epochs.assign(h.partition_leader_epoch, offset):
+            self.epochs.save()
 
     # -- reading
     def segment_for(self, offset: int) -> int | None:

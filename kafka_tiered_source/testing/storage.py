@@ -38,7 +38,7 @@ from .log import (
 from .remote import S3Options, open_remote_store
 from .rlmm import RemoteLogMetadataWriter
 from .tiering import (
-    LAYOUT_AIVEN, RemotePartition, RemoteSegmentMetadata, TieringConfig,
+    LAYOUT_AIVEN, RemoteNotFound, RemotePartition, RemoteSegmentMetadata, TieringConfig,
 )
 
 TOPICS_FILE = "broker-topics.json"
@@ -46,22 +46,42 @@ RLMM_TOPIC = rlm.TOPIC
 
 
 class _Partition:
+    """One topic-partition: its replicas' logs (replica 0 in the partition directory, others in
+    ``replica-N`` under it, each rolling at its own segment size), which one leads, the current
+    leader epoch, the log start offset and the remote half shared by all replicas."""
+
     def __init__(self, storage: "BrokerStorage", topic: TopicInfo, partition: int):
+        self.storage = storage
         self.topic = topic
         self.partition = partition
         self.dir = os.path.join(storage.data_dir, f"{topic.name}-{partition}")
         self.lock = threading.RLock()
-        self.log = PartitionLog(self.dir, topic=topic.name, partition=partition,
-                                segment_bytes=storage.segment_bytes,
-                                interval=storage.index_interval_bytes,
-                                log_append_time=topic.log_append_time)
+        self.replicas: list[PartitionLog] = [self._replica_log(0, storage.segment_bytes)]
+        self.replica_segment_bytes: list[int] = [storage.segment_bytes]
+        self.leader = 0
+        self._epoch = 0              # the controller's leader epoch of the partition
         # __remote_log_metadata itself is never tiered (as in Kafka)
         self.remote = (RemotePartition(self.dir, topic=topic.name, topic_id=topic.topic_id,
                                        partition=partition, store=storage.store, config=storage.tiering,
-                                       events=storage.rlmm, leader_epoch=lambda: self.log.epochs.latest)
+                                       events=storage.rlmm, leader_epoch=lambda: self.epoch,
+                                       leader_log=lambda: self.log)
                        if storage.store is not None and topic.name != RLMM_TOPIC else None)
         self.log_start_offset = 0
         self._state_path = os.path.join(self.dir, "partition.json")
+
+    def _replica_log(self, i: int, segment_bytes: int) -> PartitionLog:
+        return PartitionLog(self.dir if i == 0 else os.path.join(self.dir, f"replica-{i}"),
+                            topic=self.topic.name, partition=self.partition, segment_bytes=segment_bytes,
+                            interval=self.storage.index_interval_bytes, log_append_time=self.topic.log_append_time)
+
+    @property
+    def log(self) -> PartitionLog:
+        """The leader's log: what clients read and what is tiered."""
+        return self.replicas[self.leader]
+
+    @property
+    def followers(self) -> list[PartitionLog]:
+        return [r for i, r in enumerate(self.replicas) if i != self.leader]
 
     def load(self) -> None:
         state = {}
@@ -69,14 +89,26 @@ class _Partition:
             with open(self._state_path) as f:
                 state = json.load(f)
         start = state.get("log_start_offset", 0)
-        self.log.load(start)
+        for i, seg_bytes in enumerate(state.get("replicas", [])[1:], start=1):
+            self.replicas.append(self._replica_log(i, seg_bytes))
+            self.replica_segment_bytes.append(seg_bytes)
+        self.leader = state.get("leader", 0)
+        for r in self.replicas:
+            r.load(start)
         self.log_start_offset = state.get("log_start_offset", self.log.local_start_offset)
+        self._epoch = max([state.get("epoch", 0)] + [r.epochs.latest for r in self.replicas])
         self.save()
+
+    @property
+    def epoch(self) -> int:
+        """The current leader epoch (an imported log brings its own)."""
+        return max(self._epoch, self.log.epochs.latest)
 
     def save(self) -> None:
         tmp = self._state_path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"log_start_offset": self.log_start_offset}, f)
+            json.dump({"log_start_offset": self.log_start_offset, "leader": self.leader, "epoch": self.epoch,
+                       "replicas": self.replica_segment_bytes}, f)
         os.replace(tmp, self._state_path)
 
     def offsets(self) -> PartitionOffsets:
@@ -84,6 +116,61 @@ class _Partition:
         return PartitionOffsets(self.log_start_offset, self.log.local_start_offset, leo,
                                 self.log.last_stable_offset, leo,
                                 self.remote.highest_offset if self.remote else -1)
+
+    # -- replicas
+    def add_replica(self, segment_bytes: int) -> int:
+        """A follower that has caught up: it starts at the leader's local log start (the older
+        offsets are remote: Kafka's follower builds that state from the remote leader-epoch
+        checkpoint, ReplicaFetcherTierStateMachine) and replicates the leader's local batches."""
+        i = len(self.replicas)
+        follower = self._replica_log(i, segment_bytes)
+        leader = self.log
+        follower.load(leader.local_start_offset)
+        follower.epochs.entries = list(leader.epochs.entries)
+        follower.epochs.truncate_from_start(leader.local_start_offset)
+        follower.epochs.save()
+        for seg in leader.segments:
+            for h in seg.headers_from(0):
+                follower.append_replicated(seg.read_bytes(h.position, h.end))
+        self.replicas.append(follower)
+        self.replica_segment_bytes.append(segment_bytes)
+        self.save()
+        return i
+
+    def move_leader(self, replica: int) -> int:
+        """A leadership change to ``replica`` (a follower in sync: a clean election) with a new
+        leader epoch from its log end offset (Partition.makeLeader); returns the epoch."""
+        if not 0 <= replica < len(self.replicas):
+            raise StorageError("NOT_LEADER_OR_FOLLOWER", f"no replica {replica} (replicas 0-{len(self.replicas) - 1})",
+                               topic=self.topic.name, partition=self.partition)
+        new = self.replicas[replica]
+        if new.log_end_offset != self.log.log_end_offset:
+            raise StorageError("NOT_LEADER_OR_FOLLOWER", f"replica {replica} is not in sync (log end offset "
+                               f"{new.log_end_offset}, leader's {self.log.log_end_offset})",
+                               topic=self.topic.name, partition=self.partition)
+        self._epoch = self.epoch + 1
+        self.leader = replica
+        if new.epochs.assign(self.epoch, new.log_end_offset):
+            new.epochs.save()
+        self.save()
+        return self.epoch
+
+    def replicate(self, data: bytes | None) -> None:
+        if data:
+            for r in self.followers:
+                r.append_replicated(data)
+
+    def move_log_start(self, offset: int) -> None:
+        """The log start offset moves up to ``offset``: local segments below it go on every
+        replica, and their leader-epoch caches are truncated from the start (UnifiedLog.
+        maybeIncrementLogStartOffset)."""
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.save()
+        for r in self.replicas:
+            r.delete_segments_before(offset)
+            r.epochs.truncate_from_start(offset)
 
 
 class BrokerStorage:
@@ -108,7 +195,8 @@ class BrokerStorage:
                  s3_access_key_id: str | None = None, s3_secret_access_key: str | Secret | None = None,
                  s3_session_token: str | Secret | None = None, broker_id: int = 0,
                  remote_log_metadata_partitions: int = rlm.DEFAULT_PARTITIONS,
-                 encryption_key_pair_id: str | None = None, encryption_key_pairs=None):
+                 encryption_key_pair_id: str | None = None, encryption_key_pairs=None,
+                 kip1266: bool = False):
         if segment_bytes < 14 + 61:
             raise ConfigError(f"segment_bytes {segment_bytes} is too small", option="segment_bytes")
         self.data_dir = os.path.abspath(data_dir)
@@ -134,7 +222,7 @@ class BrokerStorage:
         self._topics: dict[str, TopicInfo] = {}
         self._partitions: dict[tuple[str, int], _Partition] = {}
         self.rlmm = (RemoteLogMetadataWriter(self._append_metadata, remote_log_metadata_partitions,
-                                             broker_id=broker_id)
+                                             broker_id=broker_id, kip1266=kip1266)
                      if self.store is not None else None)
         self._load()
         if self.rlmm is not None and RLMM_TOPIC in self._topics:
@@ -194,7 +282,10 @@ class BrokerStorage:
         raise StorageError("UNKNOWN_TOPIC_ID", f"unknown topic id {tid}")
 
     def create_topic(self, name: str, partitions: int = 1, *, topic_id: str | None = None,
-                     log_append_time: bool = False) -> TopicInfo:
+                     log_append_time: bool = False, retention_ms: int | None = None,
+                     retention_bytes: int | None = None) -> TopicInfo:
+        """A topic; ``retention_ms`` / ``retention_bytes`` are its retention.ms / retention.bytes,
+        which :meth:`expire` applies to its tiered copies as RemoteLogManager does."""
         if not name or len(name) > 249 or any(not (c.isalnum() or c in "._-") for c in name) \
                 or name in (".", ".."):
             raise StorageError("INVALID_TOPIC", f"invalid topic name {name!r}")
@@ -203,7 +294,8 @@ class BrokerStorage:
         with self._lock:
             if name in self._topics:
                 raise StorageError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
-            info = TopicInfo(name, topic_id or uuid_to_str(random_uuid()), partitions, log_append_time)
+            info = TopicInfo(name, topic_id or uuid_to_str(random_uuid()), partitions, log_append_time,
+                             retention_ms, retention_bytes)
             self._topics[name] = info
             for p in range(partitions):
                 self._open_partition(info, p)
@@ -235,7 +327,7 @@ class BrokerStorage:
         for part in parts:
             with part.lock:
                 if part.remote is not None:
-                    part.remote.delete_below(part.remote.highest_offset + 1)
+                    part.remote.delete(part.remote.segments)
                     self.rlmm.partition_deleted(name, info.topic_id, part.partition,
                                                 part.log.epochs.latest, part.log.log_end_offset)
                 shutil.rmtree(part.dir, ignore_errors=True)
@@ -248,7 +340,8 @@ class BrokerStorage:
         OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION)."""
         part = self._part(topic, partition)
         with part.lock:
-            base, last, lat = part.log.append(records)
+            (base, last, lat), written = part.log.append_leader(records)
+            part.replicate(written)
             return AppendResult(base, last, lat, part.log_start_offset)
 
     def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
@@ -256,13 +349,16 @@ class BrokerStorage:
         """Write a COMMIT or ABORT marker (what EndTxn's WriteTxnMarkers does); returns its offset."""
         part = self._part(topic, partition)
         with part.lock:
-            return part.log.write_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+            offset, batch = part.log.write_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
+            part.replicate(batch)
+            return offset
 
-    def roll(self, topic: str, partition: int) -> None:
-        """Close the active segment now (if it holds data), so tier() may copy it."""
+    def roll(self, topic: str, partition: int, replica: int | None = None) -> None:
+        """Close the active segment now (if it holds data), so tier() may copy it: the leader's,
+        or that of ``replica`` (replicas roll at offsets of their own)."""
         part = self._part(topic, partition)
         with part.lock:
-            part.log.roll()
+            (part.log if replica is None else part.replicas[replica]).roll()
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Kafka's DeleteRecords: advance the log start offset to ``before_offset`` (at most the
@@ -277,23 +373,40 @@ class BrokerStorage:
                                    f"{o.high_watermark}]", topic=topic, partition=partition)
             if before_offset <= part.log_start_offset:
                 return part.log_start_offset
-            part.log_start_offset = before_offset
-            part.save()
+            part.move_log_start(before_offset)
             if part.remote is not None:
                 part.remote.delete_below(before_offset)
-            part.log.delete_segments_before(before_offset)
             return part.log_start_offset
 
     # ---------------------------------------------------------------------------- leader epochs
     def bump_leader_epoch(self, topic: str, partition: int) -> int:
-        """A leadership change: a new leader epoch from the log end offset on, which every batch
-        written afterwards carries.  Returns the new epoch."""
+        """A leadership change back to the same replica: a new leader epoch from the log end
+        offset on, which every batch written afterwards carries.  Returns the new epoch."""
         part = self._part(topic, partition)
         with part.lock:
-            return part.log.epochs.bump(part.log.log_end_offset)
+            return part.move_leader(part.leader)
+
+    def add_replica(self, topic: str, partition: int, *, segment_bytes: int | None = None) -> int:
+        """Another replica of the partition, in sync, rolling its segments at ``segment_bytes``
+        (default: the broker's) rather than where the leader rolls; returns its number."""
+        part = self._part(topic, partition)
+        with part.lock:
+            return part.add_replica(segment_bytes or self.segment_bytes)
+
+    def move_leader(self, topic: str, partition: int, replica: int) -> int:
+        """A clean leadership change to ``replica`` with a new leader epoch; from then on its log
+        is read and tiered: its copies start at its own segment holding the highest copied
+        offset + 1 (RemoteLogManager.copyLogSegmentsToRemote).  Returns the new epoch."""
+        part = self._part(topic, partition)
+        with part.lock:
+            return part.move_leader(replica)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The replica leading the partition."""
+        return self._part(topic, partition).leader
 
     def leader_epoch(self, topic: str, partition: int) -> int:
-        return self._part(topic, partition).log.epochs.latest
+        return self._part(topic, partition).epoch
 
     def epoch_for_offset(self, topic: str, partition: int, offset: int) -> int:
         return self._part(topic, partition).log.epochs.epoch_for(offset)
@@ -304,17 +417,20 @@ class BrokerStorage:
         with part.lock:
             return part.log.epochs.end_offset_for(epoch, part.log.log_end_offset)
 
-    def upload_segment_copy(self, topic: str, partition: int, data: bytes, *, live: bool = False):
+    def upload_segment_copy(self, topic: str, partition: int, data: bytes, *, live: bool = False,
+                            end_offset: int | None = None):
         """Upload ``data`` (consecutive batches) as another copy of a tiered segment, announced in
-        ``__remote_log_metadata``.  With ``live=False`` (the default) this broker does not serve
-        it: it stands for an upload by a replica whose epochs are off the leader-epoch lineage
-        (an unclean leader's re-upload), which readers of the metadata topic must skip."""
+        ``__remote_log_metadata``; its leader epochs are those its batches carry, its end offset
+        ``end_offset`` (default: its last batch's).  With ``live=False`` (the default) this
+        broker's own cache does not learn it: it stands for an upload by a replica whose epochs
+        are off the leader-epoch lineage (an unclean leader's re-upload).  With ``live=True``
+        the broker serves from it where Kafka's RemoteLogMetadataCache would."""
         part = self._part(topic, partition)
         if part.remote is None:
             raise ConfigError("upload_segment_copy needs remote_storage", option="remote_storage")
         with part.lock:
             base = next(iter_headers(data)).base_offset
-            return part.remote.upload(data, base, live=live)
+            return part.remote.upload(data, base, live=live, end_offset=end_offset)
 
     def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of each open transaction."""
@@ -348,10 +464,13 @@ class BrokerStorage:
                               message=f"offset {offset} is past the log end offset {o.log_end_offset}")
             if offset >= bound:
                 return answer()
-            if offset < o.local_log_start_offset and part.remote is not None and part.remote.segments:
+            if offset < o.local_log_start_offset and part.remote is not None and part.remote.copies:
                 t0 = time.perf_counter()
                 try:
                     r = part.remote.read(offset, max_bytes)
+                except RemoteNotFound as exc:
+                    # RemoteLogManager.read: OffsetOutOfRangeException, "does not exist in remote tier"
+                    return answer(error="OFFSET_OUT_OF_RANGE", message=str(exc))
                 except KafkaTieredError as exc:
                     # Kafka answers a failed remote fetch with a storage error on that partition
                     self.metrics.add("remote_fetch_errors_total", client_id, topic)
@@ -359,14 +478,12 @@ class BrokerStorage:
                 finally:
                     self.metrics.add("remote_fetch_latency_seconds_sum", client_id, topic,
                                      time.perf_counter() - t0)
-                if r is not None:
-                    self.metrics.add("remote_fetch_requests_total", client_id, topic)
-                    self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
-                    aborted = None
-                    if committed:
-                        aborted = self._aborted(part, offset, r.next_offset, r.segment)
-                    return answer(r.records, aborted, remote=True)
-                offset = max(offset, o.local_log_start_offset)
+                self.metrics.add("remote_fetch_requests_total", client_id, topic)
+                self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
+                aborted = None
+                if committed:
+                    aborted = self._aborted(part, offset, r.next_offset, r.segment)
+                return answer(r.records, aborted, remote=True)
             if offset < o.local_log_start_offset:
                 return answer(error="OFFSET_OUT_OF_RANGE",
                               message=f"offset {offset} is neither in remote storage nor local "
@@ -381,14 +498,15 @@ class BrokerStorage:
     def _aborted(self, part: _Partition, offset: int, upper: int,
                  start_meta: RemoteSegmentMetadata) -> list[tuple[int, int]]:
         """Aborted transactions overlapping [offset, upper) from the txn indexes of the remote
-        segment holding ``offset``, later remote segments, then local segments (Kafka's
-        RemoteLogManager.collectAbortedTransactions)."""
+        segment holding ``offset``, the copies serving later offsets, then local segments
+        (Kafka's RemoteLogManager.collectAbortedTransactions)."""
         got, complete = part.remote.aborted(offset, upper, start_meta)
         if not complete:
             # local segments that overlap remote ones would repeat entries: skip those
             local_from = 0
             segs = part.log.segments
-            while local_from < len(segs) and segs[local_from].base_offset <= part.remote.highest_offset:
+            highest = part.remote.highest_offset
+            while local_from < len(segs) and segs[local_from].base_offset <= highest:
                 local_from += 1
             more, _ = part.log.aborted_local(offset, upper, local_from)
             got = got + more
@@ -401,7 +519,7 @@ class BrokerStorage:
         part = self._part(topic, partition)
         with part.lock:
             o = part.offsets()
-            if part.remote is None or not part.remote.segments:
+            if part.remote is None or not part.remote.copies:
                 return None
             if not (o.log_start_offset <= offset < o.local_log_start_offset):
                 return None
@@ -462,7 +580,7 @@ class BrokerStorage:
     def _offset_for_time(self, part: _Partition, ts: int) -> tuple[int, int]:
         found = None
         if part.remote is not None:
-            r = part.remote.offset_for_time(ts)
+            r = part.remote.offset_for_time(ts, part.log_start_offset)
             if r is not None:
                 found = r[2]
         if found is None:
@@ -478,19 +596,20 @@ class BrokerStorage:
 
     def _max_timestamp(self, part: _Partition) -> tuple[int, int]:
         best = None     # (max ts, batch bytes)
+        highest = part.remote.highest_offset if part.remote is not None else -1
         if part.remote is not None:
-            for meta in part.remote.segments:
+            for meta in part.remote.chain(part.log_start_offset):
                 if best is None or meta.max_timestamp > best[0]:
                     best = (meta.max_timestamp, ("remote", meta))
         for seg in part.log.segments:
             if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]) \
-                    and (part.remote is None or seg.base_offset > part.remote.highest_offset):
+                    and seg.base_offset > highest:
                 best = (seg.max_timestamp, ("local", seg))
         if best is None or best[0] < 0:
             return -1, NO_TIMESTAMP
         ts, (kind, where) = best
         if kind == "remote":
-            hit = part.remote.offset_for_time(ts)
+            hit = part.remote.offset_for_time(ts, part.log_start_offset)
             data = hit[2] if hit else None
         else:
             h = next((h for h in where.headers_from(0) if h.max_timestamp == ts), None)
@@ -504,8 +623,14 @@ class BrokerStorage:
 
     # ---------------------------------------------------------------------------- tiering
     def tier(self, topic: str | None = None) -> list[RemoteSegmentMetadata]:
-        """Copy every closed segment that lies wholly below the LSO and is not tiered yet, then
-        apply local retention.  Returns the metadata of the segments copied now."""
+        """Copy what RemoteLogManager.copyLogSegmentsToRemote copies, then apply local
+        retention on every replica.  Returns the metadata of the copies made now.
+
+        From the leader's log: the segments from the one holding (highest copied offset + 1) on
+        (``log.logSegments(highestCopied + 1, MAX)``; the highest copied offset is
+        findHighestRemoteOffset's, over the leader's epochs), each closed segment whose next
+        segment starts at or below the last stable offset, copied with its end offset at that
+        next segment's base - 1."""
         if self.store is None:
             raise ConfigError("tier() needs remote_storage", option="remote_storage")
         copied = []
@@ -513,41 +638,89 @@ class BrokerStorage:
             if (topic is not None and name != topic) or part.remote is None:
                 continue
             with part.lock:
-                lso = part.log.last_stable_offset
-                segs = part.log.segments
-                for i, seg in enumerate(segs[:-1]):
-                    if segs[i + 1].base_offset > lso:
+                log = part.log
+                lso = log.last_stable_offset
+                start = max(part.remote.highest_offset + 1, part.log_start_offset)
+                segs = log.segments
+                first = log.segment_for(start)
+                for i in range(first if first is not None else 0, len(segs) - 1):
+                    nxt = segs[i + 1].base_offset
+                    if nxt > lso:
                         break
-                    if seg.size == 0 or seg.last_offset <= part.remote.highest_offset:
+                    if segs[i].size == 0:
                         continue
-                    copied.append(part.remote.copy(seg))
+                    copied.append(part.remote.copy(segs[i], nxt, log.epochs))
                 self._apply_local_retention(part)
         return copied
 
     def _apply_local_retention(self, part: _Partition) -> None:
+        """Per replica, delete local segments wholly in remote storage (next segment's base - 1
+        <= the highest remote offset, UnifiedLog.deletableSegments with remote storage) that
+        local retention lets go; the log start offset does not move."""
         tiered_end = part.remote.highest_offset
-        segs = part.log.segments
         now = int(time.time() * 1000)
-        total = sum(s.size for s in segs)
-        cut = None
-        for i, seg in enumerate(segs[:-1]):
-            if seg.last_offset > tiered_end:
-                break
-            if self.local_retention_bytes is None and self.local_retention_ms is None:
-                delete = True
-            else:
-                # Kafka's size rule: delete only while what stays is still >= the limit
-                by_bytes = self.local_retention_bytes is not None and self.local_retention_bytes >= 0 \
-                    and total - seg.size >= self.local_retention_bytes
-                by_time = self.local_retention_ms is not None and self.local_retention_ms >= 0 \
-                    and seg.max_timestamp >= 0 and now - seg.max_timestamp > self.local_retention_ms
-                delete = by_bytes or by_time
-            if not delete:
-                break
-            total -= seg.size
-            cut = segs[i + 1].base_offset
-        if cut is not None:
-            part.log.delete_segments_before(cut)
+        for log in part.replicas:
+            segs = log.segments
+            total = sum(s.size for s in segs)
+            cut = None
+            for i, seg in enumerate(segs[:-1]):
+                if segs[i + 1].base_offset - 1 > tiered_end:
+                    break
+                if self.local_retention_bytes is None and self.local_retention_ms is None:
+                    delete = True
+                else:
+                    # Kafka's size rule: delete only while what stays is still >= the limit
+                    by_bytes = self.local_retention_bytes is not None and self.local_retention_bytes >= 0 \
+                        and total - seg.size >= self.local_retention_bytes
+                    by_time = self.local_retention_ms is not None and self.local_retention_ms >= 0 \
+                        and seg.max_timestamp >= 0 and now - seg.max_timestamp > self.local_retention_ms
+                    delete = by_bytes or by_time
+                if not delete:
+                    break
+                total -= seg.size
+                cut = segs[i + 1].base_offset
+            if cut is not None:
+                log.delete_segments_before(cut)
+
+    def expire(self, topic: str | None = None, *, now_ms: int | None = None) -> list[RemoteSegmentMetadata]:
+        """Remote retention, as RemoteLogManager's expiration task applies it to each partition
+        whose topic sets ``retention_ms`` / ``retention_bytes``: the leading copies (in the order
+        they serve offsets from the log start) whose max timestamp is older than retention.ms, then
+        those the size over retention.bytes (remote plus local-only bytes) allows, each deleted
+        with DELETE_SEGMENT_STARTED / FINISHED; the log start offset moves past the last one
+        deleted, and copies wholly below it go too.  Returns the copies deleted."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        deleted = []
+        for (name, p), part in sorted(self._partitions.items()):
+            info = part.topic
+            if (topic is not None and name != topic) or part.remote is None \
+                    or (info.retention_ms is None and info.retention_bytes is None):
+                continue
+            with part.lock:
+                chain = list(part.remote.chain(part.log_start_offset))
+                gone: list = []
+                if info.retention_ms is not None and info.retention_ms >= 0:
+                    for meta in chain:
+                        if meta.max_timestamp > now - info.retention_ms:
+                            break
+                        gone.append(meta)
+                if info.retention_bytes is not None and info.retention_bytes >= 0:
+                    highest = part.remote.highest_offset
+                    local_only = sum(seg.size for seg in part.log.segments if seg.base_offset > highest)
+                    breach = sum(m.size_bytes for m in chain) + local_only - info.retention_bytes
+                    for meta in chain[len(gone):]:
+                        if breach - meta.size_bytes < 0:
+                            break
+                        breach -= meta.size_bytes
+                        gone.append(meta)
+                if not gone:
+                    continue
+                new_start = max(part.log_start_offset, max(m.end_offset for m in gone) + 1)
+                new_start = min(new_start, part.log.log_end_offset)
+                gone += [m for m in part.remote.segments if m.end_offset < new_start and m not in gone]
+                deleted += part.remote.delete(gone)
+                part.move_log_start(new_start)
+        return deleted
 
     def close(self) -> None:
         """Nothing stays open between calls; kept so owners can treat storage as a resource."""
