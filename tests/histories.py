@@ -71,18 +71,20 @@ class History:
             done += k
 
     def end_txn(self, pid: int, commit: bool) -> int:
+        from kafka_tiered_source.testing.log import control_batch
         offset = self.cluster.write_txn_marker(self.topic, self.partition, pid, 0, commit)
         offsets = self.open_txn.pop(pid, [])
         if not commit and offsets:
             self.aborted.update((pid, o) for o in offsets)
-        self.written.append(Written(offset, offset, b"", [], pid, control=True))
+        # the marker as another replica holds it (the timestamp is the control record's own)
+        data = control_batch(offset, pid, 0, commit, 0, TS0,
+                             self.cluster.leader_epoch(self.topic, self.partition))
+        self.written.append(Written(offset, offset, data, [], pid, control=True))
         return offset
 
     def data_between(self, start: int, end: int) -> bytes:
         """The written batches of offsets ``[start, end]`` (batch-aligned), as one segment."""
         parts = [w for w in self.written if start <= w.base and w.last <= end]
-        if any(w.control for w in parts):
-            raise ValueError("re-uploads of control batches are not built here")
         if not parts or parts[0].base != start or parts[-1].last != end:
             raise ValueError(f"[{start}, {end}] is not batch-aligned")
         return b"".join(w.data for w in parts)

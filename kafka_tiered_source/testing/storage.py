@@ -29,6 +29,7 @@ from ..model import (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST, 
 from ..options.client import READ_COMMITTED
 from ..protocol import remote_log_metadata as rlm
 from ..records.header import iter_headers
+from ..storage.indexes import TXN_ENTRY
 from ..redact import Secret
 from .answers import (AppendResult, BrokerMetrics, FetchResult, LocationAnswer, PartitionOffsets,
                       TopicInfo)
@@ -429,8 +430,15 @@ class BrokerStorage:
         if part.remote is None:
             raise ConfigError("upload_segment_copy needs remote_storage", option="remote_storage")
         with part.lock:
-            base = next(iter_headers(data)).base_offset
-            return part.remote.upload(data, base, live=live, end_offset=end_offset)
+            headers = list(iter_headers(data))
+            base, last = headers[0].base_offset, headers[-1].last_offset
+            # its transaction index: the aborted transactions whose markers it holds, as the
+            # uploading replica's own .txnindex has them
+            known = {e for m in part.remote.copies.values() for e in part.remote.txn_entries(m)}
+            known |= {e for seg in part.log.segments for e in seg.txn_entries}
+            txn = b"".join(TXN_ENTRY.pack(0, *e) for e in sorted(known, key=lambda e: e.last_offset)
+                           if base <= e.last_offset <= last)
+            return part.remote.upload(data, base, txn, live=live, end_offset=end_offset)
 
     def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of each open transaction."""
