@@ -90,13 +90,17 @@ class History:
         return b"".join(w.data for w in parts)
 
     def expected(self, *, committed: bool, start: int = 0, end: int | None = None) -> list[tuple]:
-        """(offset, key, value) a consumer sees from ``start`` to ``end`` (exclusive)."""
+        """(offset, key, value) a consumer sees from ``start`` to ``end`` (exclusive); under
+        read_committed, nothing from the first offset of a transaction still open (the LSO)."""
+        if committed and self.open_txn:
+            lso = min(min(offsets) for offsets in self.open_txn.values() if offsets)
+            end = lso if end is None else min(end, lso)
         out = []
         for w in self.written:
             for off, k, v in w.values:
                 if off < start or (end is not None and off >= end):
                     continue
-                if committed and ((w.pid, off) in self.aborted or w.pid in self.open_txn):
+                if committed and (w.pid, off) in self.aborted:
                     continue
                 out.append((off, k, v))
         return out

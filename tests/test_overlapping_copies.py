@@ -111,6 +111,25 @@ def test_every_offset_exactly_once_when_copies_overlap(today, case):
             assert [r.offset_end for r in plan.broker_ranges] == [250]
 
 
+def test_a_copy_finishing_inside_another_is_read_where_kafkas_own_lookup_fails(today):
+    """An old leader's late copy [50, 99] inside [0, 199]: RemoteLogMetadataCache maps 50 to it,
+    whose part of the epoch ends at 99, so a broker refuses 100-199 (OFFSET_OUT_OF_RANGE); the
+    outer copy holds them, and the plan reads them from it."""
+    from kafka_tiered_source.protocol.client import BrokerClient
+    topic = "inside-kafka"
+    h = three_segments(today, topic, rolls=(200,))
+    upload(today, h, 50, 99)
+    from kafka_tiered_source.errors import BrokerError
+    with BrokerClient({"bootstrap.servers": today.bootstrap_servers}) as client:
+        with pytest.raises(BrokerError) as info:
+            client.fetch(topic, 0, 100, max_bytes=1 << 20, partition_max_bytes=1 << 20)
+    assert info.value.error_name == "OFFSET_OUT_OF_RANGE"
+    plan = planning.plan(options(today, topic, locator="metadata-topic"))
+    assert [(r.offset_start, r.offset_end) for r in plan.remote_ranges] == [(0, 50), (50, 100), (100, 200)]
+    _, got, _ = read(today, topic, "read_uncommitted", "metadata-topic")
+    assert got == h.expected(committed=False)
+
+
 @pytest.mark.decoder
 def test_a_hole_between_copies_goes_to_the_broker_which_says_why(today):
     topic = "hole"

@@ -80,7 +80,8 @@ class Kip1248Locator:
         out = {key: w.located() for key, w in walks.items()}
         if self.strict and self.tiered_ends is not None:
             for w in walks.values():
-                self._check_found(w.pr, out[(w.pr.topic, w.pr.partition)])
+                if w.limit > w.pr.start:     # something of the range is only in remote storage
+                    self._check_found(w.pr, out[(w.pr.topic, w.pr.partition)])
         return out
 
     def _check_found(self, pr: PartitionRange, loc: Located) -> None:
