@@ -236,7 +236,7 @@ def test_every_locator_reads_what_kafka_python_consumes(brokers, history):
 
 
 @pytest.mark.spark
-def test_spark_reads_a_history_like_kafka_python(brokers, spark):
+def test_spark_reads_a_history_like_kafka_python(brokers, spark):  # noqa: F811 (the fixture)
     """One history with overlapping copies after a leader move, an aborted and a committed
     transaction, read with Spark: metadata-topic in both isolation levels, the listing and
     the KIP-1248 walk read_committed (each Spark read costs seconds; TaskReader covers the rest)."""

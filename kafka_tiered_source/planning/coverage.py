@@ -65,7 +65,7 @@ def serving(start: int, end: int, state: PartitionState, lineage: Lineage | None
     if not readable:
         return [(start, end, None)]
     if lineage is None:
-        ivs = [(c.start_offset, c.end_offset + 1, (c.start_offset, c.order), c) for c in readable]
+        ivs: list[tuple] = [(c.start_offset, c.end_offset + 1, (c.start_offset, c.order), c) for c in readable]
         return _filled(start, end, _strongest(start, end, ivs))
     out: list[Served] = []
     fallback: dict[int, list] = {}
@@ -109,7 +109,7 @@ def _mapped(state: PartitionState, epoch: int, lo: int, hi: int) -> list[Served]
     if es is None or not es.keys:
         return []
     keys, ids = es.keys, es.ids
-    out = []
+    out: list[Served] = []
     i = max(bisect_right(keys, lo) - 1, 0)
     while i < len(keys) and keys[i] < hi:
         copy = state.copies.get(ids[i])

@@ -89,7 +89,7 @@ class Kip1248Locator:
         which is an error when ``kip1248`` was asked for by name."""
         if loc.segments or pr.start >= pr.end:
             return
-        latest_tiered = self.tiered_ends(pr)
+        latest_tiered = self.tiered_ends(pr) if self.tiered_ends is not None else None
         if latest_tiered is not None and latest_tiered >= pr.start:
             raise ConfigError(f"{OPTION}=kip1248, but the broker ignores the KIP-1248 tags: "
                               f"{pr.topic}-{pr.partition} is tiered up to offset {latest_tiered} and the "
@@ -168,8 +168,8 @@ class _Walk:
 
     def located(self) -> Located:
         pr, aborted_at = self.pr, self.aborted_at
-        pieces = [broker_range(pr, *p, self.remote_bytes, self.remote_offsets) if isinstance(p, tuple) else p
-                  for p in self.pieces]
+        pieces = [broker_range(pr, p[0], p[1], self.remote_bytes, self.remote_offsets) if isinstance(p, tuple)
+                  else p for p in self.pieces]
         if self.offset < pr.end:
             pieces.append(broker_tail(pr, self.offset, self.remote_bytes, self.remote_offsets))
         locator = self.locator

@@ -28,7 +28,7 @@ from ..protocol import remote_log_metadata as rlm
 from ..storage.segment import RemoteSegment
 from .coverage import serving
 from .lineage import ask_lineages
-from .locate import OPTION, Located
+from .locate import OPTION
 from .plan import PartitionRange
 from .remote_log_state import RemoteLogState
 from .tiered import located_spans
@@ -153,7 +153,8 @@ class MetadataTopicLocator:
             empty = {c.segment_id for c in state.readable() if c.txn_index_empty}
             out[key] = located_spans(pr, [(s, e, self._segment(c) if c is not None else None) for s, e, c in spans],
                                      offset_index=self.index_of, fetcher=self.fetcher, client=self.client,
-                                     isolation_level=self.iso, txn_index_empty=lambda seg: seg.segment_id in empty)
+                                     isolation_level=self.iso,
+                                     txn_index_empty=_in(empty))
         return out
 
     def _segment(self, copy) -> RemoteSegment:
@@ -161,6 +162,10 @@ class MetadataTopicLocator:
         if seg is None or seg.end_offset != copy.end_offset:
             seg = self._segments[copy.segment_id] = copy.segment()
         return seg
+
+
+def _in(ids: set[str]) -> Callable[[RemoteSegment], bool]:
+    return lambda seg: seg.segment_id in ids
 
 
 def _log_trimmed(pr: PartitionRange, state, spans) -> None:

@@ -151,8 +151,9 @@ class Planner:
         kip, metadata, listing, broker = (named[n] for n in ("kip1248", "metadata-topic", "listing", "broker"))
         chain = [(lambda pr: client.advertises_kip1248(pr.topic, pr.partition), kip),
                  (tiered.none_in, broker)]
-        if not isinstance(metadata, Unavailable):
-            chain.append((lambda pr: metadata.available(), metadata))
+        available = getattr(metadata, "available", None)
+        if available is not None:
+            chain.append((lambda pr: available(), metadata))
         if not isinstance(listing, Unavailable):
             chain.append((lambda pr: True, listing))
         # A broker that may answer the tags without advertising them: probe (at most one batch

@@ -201,9 +201,10 @@ class RemoteLogState:
     def partition(self, topic_id: str, partition: int) -> PartitionState:
         return self.partitions.get((topic_id, partition)) or PartitionState()
 
-    def apply(self, record, order: tuple) -> None:
+    def apply(self, decoded: object, order: tuple) -> None:
         """Replay one decoded metadata record (:mod:`..protocol.remote_log_metadata`)."""
-        if isinstance(record, rlm.SegmentRecord):
+        record: Any = decoded   # message classes are built from their schema at import
+        if isinstance(decoded, rlm.SegmentRecord):
             tip = record.remote_log_segment_id.topic_id_partition
             key = (uuid_to_str(bytes(tip.id)), tip.partition)
             self.partitions.setdefault(key, PartitionState()).add(CopyMeta(
@@ -214,7 +215,7 @@ class RemoteLogState:
                 leader_epochs=tuple(sorted((e.leader_epoch, e.offset) for e in record.segment_leader_epochs)),
                 custom_metadata=_bytes(record.custom_metadata), txn_index_empty=bool(record.txn_index_empty),
                 state=record.remote_log_segment_state, order=order))
-        elif isinstance(record, rlm.SegmentUpdate):
+        elif isinstance(decoded, rlm.SegmentUpdate):
             tip = record.remote_log_segment_id.topic_id_partition
             state = self.partitions.get((uuid_to_str(bytes(tip.id)), tip.partition))
             if state is None:
@@ -222,7 +223,7 @@ class RemoteLogState:
             state.update(uuid_to_str(bytes(record.remote_log_segment_id.id)), record.remote_log_segment_state,
                          order, custom_metadata=_bytes(record.custom_metadata),
                          end_offset=getattr(record, "end_offset", -1))
-        elif isinstance(record, rlm.PartitionDelete):
+        elif isinstance(decoded, rlm.PartitionDelete):
             tip = record.topic_id_partition
             self.partitions.setdefault((uuid_to_str(bytes(tip.id)), tip.partition), PartitionState()).deleted = True
 

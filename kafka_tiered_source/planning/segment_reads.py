@@ -82,5 +82,6 @@ class SegmentReads:
         if not chosen:
             return works
         return [PartitionWork(w.topic, w.partition, w.topic_id,
-                              tuple(self.checkpoints(p) if id(p) in chosen else p for p in w.pieces), w.txn)
+                              tuple(self.checkpoints(p) if isinstance(p, SegmentSlice) and id(p) in chosen else p
+                                    for p in w.pieces), w.txn)
                 for w in works]

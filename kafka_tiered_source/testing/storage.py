@@ -34,144 +34,17 @@ from ..redact import Secret
 from .answers import (AppendResult, BrokerMetrics, FetchResult, LocationAnswer, PartitionOffsets,
                       TopicInfo)
 from .log import (
-    NO_TIMESTAMP, AbortedTxn, PartitionLog, StorageError,
+    NO_TIMESTAMP, AbortedTxn, StorageError,
 )
 from .remote import S3Options, open_remote_store
+from . import copying
+from .partition import RLMM_TOPIC, Partition
 from .rlmm import RemoteLogMetadataWriter
 from .tiering import (
-    LAYOUT_AIVEN, RemoteNotFound, RemotePartition, RemoteSegmentMetadata, TieringConfig,
+    LAYOUT_AIVEN, RemoteNotFound, RemoteSegmentMetadata, TieringConfig,
 )
 
 TOPICS_FILE = "broker-topics.json"
-RLMM_TOPIC = rlm.TOPIC
-
-
-class _Partition:
-    """One topic-partition: its replicas' logs (replica 0 in the partition directory, others in
-    ``replica-N`` under it, each rolling at its own segment size), which one leads, the current
-    leader epoch, the log start offset and the remote half shared by all replicas."""
-
-    def __init__(self, storage: "BrokerStorage", topic: TopicInfo, partition: int):
-        self.storage = storage
-        self.topic = topic
-        self.partition = partition
-        self.dir = os.path.join(storage.data_dir, f"{topic.name}-{partition}")
-        self.lock = threading.RLock()
-        self.replicas: list[PartitionLog] = [self._replica_log(0, storage.segment_bytes)]
-        self.replica_segment_bytes: list[int] = [storage.segment_bytes]
-        self.leader = 0
-        self._epoch = 0              # the controller's leader epoch of the partition
-        # __remote_log_metadata itself is never tiered (as in Kafka)
-        self.remote = (RemotePartition(self.dir, topic=topic.name, topic_id=topic.topic_id,
-                                       partition=partition, store=storage.store, config=storage.tiering,
-                                       events=storage.rlmm, leader_epoch=lambda: self.epoch,
-                                       leader_log=lambda: self.log)
-                       if storage.store is not None and topic.name != RLMM_TOPIC else None)
-        self.log_start_offset = 0
-        self._state_path = os.path.join(self.dir, "partition.json")
-
-    def _replica_log(self, i: int, segment_bytes: int) -> PartitionLog:
-        return PartitionLog(self.dir if i == 0 else os.path.join(self.dir, f"replica-{i}"),
-                            topic=self.topic.name, partition=self.partition, segment_bytes=segment_bytes,
-                            interval=self.storage.index_interval_bytes, log_append_time=self.topic.log_append_time)
-
-    @property
-    def log(self) -> PartitionLog:
-        """The leader's log: what clients read and what is tiered."""
-        return self.replicas[self.leader]
-
-    @property
-    def followers(self) -> list[PartitionLog]:
-        return [r for i, r in enumerate(self.replicas) if i != self.leader]
-
-    def load(self) -> None:
-        state = {}
-        if os.path.exists(self._state_path):
-            with open(self._state_path) as f:
-                state = json.load(f)
-        start = state.get("log_start_offset", 0)
-        for i, seg_bytes in enumerate(state.get("replicas", [])[1:], start=1):
-            self.replicas.append(self._replica_log(i, seg_bytes))
-            self.replica_segment_bytes.append(seg_bytes)
-        self.leader = state.get("leader", 0)
-        for r in self.replicas:
-            r.load(start)
-        self.log_start_offset = state.get("log_start_offset", self.log.local_start_offset)
-        self._epoch = max([state.get("epoch", 0)] + [r.epochs.latest for r in self.replicas])
-        self.save()
-
-    @property
-    def epoch(self) -> int:
-        """The current leader epoch (an imported log brings its own)."""
-        return max(self._epoch, self.log.epochs.latest)
-
-    def save(self) -> None:
-        tmp = self._state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"log_start_offset": self.log_start_offset, "leader": self.leader, "epoch": self.epoch,
-                       "replicas": self.replica_segment_bytes}, f)
-        os.replace(tmp, self._state_path)
-
-    def offsets(self) -> PartitionOffsets:
-        leo = self.log.log_end_offset
-        return PartitionOffsets(self.log_start_offset, self.log.local_start_offset, leo,
-                                self.log.last_stable_offset, leo,
-                                self.remote.highest_offset if self.remote else -1)
-
-    # -- replicas
-    def add_replica(self, segment_bytes: int) -> int:
-        """A follower that has caught up: it starts at the leader's local log start (the older
-        offsets are remote: Kafka's follower builds that state from the remote leader-epoch
-        checkpoint, ReplicaFetcherTierStateMachine) and replicates the leader's local batches."""
-        i = len(self.replicas)
-        follower = self._replica_log(i, segment_bytes)
-        leader = self.log
-        follower.load(leader.local_start_offset)
-        follower.epochs.entries = list(leader.epochs.entries)
-        follower.epochs.truncate_from_start(leader.local_start_offset)
-        follower.epochs.save()
-        for seg in leader.segments:
-            for h in seg.headers_from(0):
-                follower.append_replicated(seg.read_bytes(h.position, h.end))
-        self.replicas.append(follower)
-        self.replica_segment_bytes.append(segment_bytes)
-        self.save()
-        return i
-
-    def move_leader(self, replica: int) -> int:
-        """A leadership change to ``replica`` (a follower in sync: a clean election) with a new
-        leader epoch from its log end offset (Partition.makeLeader); returns the epoch."""
-        if not 0 <= replica < len(self.replicas):
-            raise StorageError("NOT_LEADER_OR_FOLLOWER", f"no replica {replica} (replicas 0-{len(self.replicas) - 1})",
-                               topic=self.topic.name, partition=self.partition)
-        new = self.replicas[replica]
-        if new.log_end_offset != self.log.log_end_offset:
-            raise StorageError("NOT_LEADER_OR_FOLLOWER", f"replica {replica} is not in sync (log end offset "
-                               f"{new.log_end_offset}, leader's {self.log.log_end_offset})",
-                               topic=self.topic.name, partition=self.partition)
-        self._epoch = self.epoch + 1
-        self.leader = replica
-        if new.epochs.assign(self.epoch, new.log_end_offset):
-            new.epochs.save()
-        self.save()
-        return self.epoch
-
-    def replicate(self, data: bytes | None) -> None:
-        if data:
-            for r in self.followers:
-                r.append_replicated(data)
-
-    def move_log_start(self, offset: int) -> None:
-        """The log start offset moves up to ``offset``: local segments below it go on every
-        replica, and their leader-epoch caches are truncated from the start (UnifiedLog.
-        maybeIncrementLogStartOffset)."""
-        if offset <= self.log_start_offset:
-            return
-        self.log_start_offset = offset
-        self.save()
-        for r in self.replicas:
-            r.delete_segments_before(offset)
-            r.epochs.truncate_from_start(offset)
 
 
 class BrokerStorage:
@@ -221,7 +94,7 @@ class BrokerStorage:
         self.metrics = BrokerMetrics()
         self._lock = threading.RLock()
         self._topics: dict[str, TopicInfo] = {}
-        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._partitions: dict[tuple[str, int], Partition] = {}
         self.rlmm = (RemoteLogMetadataWriter(self._append_metadata, remote_log_metadata_partitions,
                                              broker_id=broker_id, kip1266=kip1266)
                      if self.store is not None else None)
@@ -259,8 +132,8 @@ class BrokerStorage:
             json.dump({"version": 1, "topics": [asdict(t) for t in self._topics.values()]}, f, indent=1)
         os.replace(tmp, path)
 
-    def _open_partition(self, info: TopicInfo, p: int) -> _Partition:
-        part = _Partition(self, info, p)
+    def _open_partition(self, info: TopicInfo, p: int) -> Partition:
+        part = Partition(self, info, p)
         part.load()
         self._partitions[(info.name, p)] = part
         return part
@@ -303,7 +176,7 @@ class BrokerStorage:
             self._save_topics()
             return info
 
-    def _part(self, topic: str, partition: int) -> _Partition:
+    def _part(self, topic: str, partition: int) -> Partition:
         try:
             return self._partitions[(topic, partition)]
         except KeyError:
@@ -503,7 +376,7 @@ class BrokerStorage:
                 aborted = [(a.producer_id, a.first_offset) for a in got]
             return answer(lr.records, aborted)
 
-    def _aborted(self, part: _Partition, offset: int, upper: int,
+    def _aborted(self, part: Partition, offset: int, upper: int,
                  start_meta: RemoteSegmentMetadata) -> list[tuple[int, int]]:
         """Aborted transactions overlapping [offset, upper) from the txn indexes of the remote
         segment holding ``offset``, the copies serving later offsets, then local segments
@@ -585,7 +458,7 @@ class BrokerStorage:
     def _batch_bytes_local(self, seg, h) -> bytes:
         return seg.read_bytes(h.position, h.end)
 
-    def _offset_for_time(self, part: _Partition, ts: int) -> tuple[int, int]:
+    def _offset_for_time(self, part: Partition, ts: int) -> tuple[int, int]:
         found = None
         if part.remote is not None:
             r = part.remote.offset_for_time(ts, part.log_start_offset)
@@ -602,7 +475,7 @@ class BrokerStorage:
                 return off, rts
         return -1, NO_TIMESTAMP
 
-    def _max_timestamp(self, part: _Partition) -> tuple[int, int]:
+    def _max_timestamp(self, part: Partition) -> tuple[int, int]:
         best = None     # (max ts, batch bytes)
         highest = part.remote.highest_offset if part.remote is not None else -1
         if part.remote is not None:
@@ -631,104 +504,20 @@ class BrokerStorage:
 
     # ---------------------------------------------------------------------------- tiering
     def tier(self, topic: str | None = None) -> list[RemoteSegmentMetadata]:
-        """Copy what RemoteLogManager.copyLogSegmentsToRemote copies, then apply local
-        retention on every replica.  Returns the metadata of the copies made now.
-
-        From the leader's log: the segments from the one holding (highest copied offset + 1) on
-        (``log.logSegments(highestCopied + 1, MAX)``; the highest copied offset is
-        findHighestRemoteOffset's, over the leader's epochs), each closed segment whose next
-        segment starts at or below the last stable offset, copied with its end offset at that
-        next segment's base - 1."""
+        """Copy what RemoteLogManager.copyLogSegmentsToRemote copies, then apply local retention
+        on every replica (:func:`.copying.tier`).  Returns the metadata of the copies made now."""
         if self.store is None:
             raise ConfigError("tier() needs remote_storage", option="remote_storage")
-        copied = []
-        for (name, p), part in sorted(self._partitions.items()):
-            if (topic is not None and name != topic) or part.remote is None:
-                continue
-            with part.lock:
-                log = part.log
-                lso = log.last_stable_offset
-                start = max(part.remote.highest_offset + 1, part.log_start_offset)
-                segs = log.segments
-                first = log.segment_for(start)
-                for i in range(first if first is not None else 0, len(segs) - 1):
-                    nxt = segs[i + 1].base_offset
-                    if nxt > lso:
-                        break
-                    if segs[i].size == 0:
-                        continue
-                    copied.append(part.remote.copy(segs[i], nxt, log.epochs))
-                self._apply_local_retention(part)
-        return copied
-
-    def _apply_local_retention(self, part: _Partition) -> None:
-        """Per replica, delete local segments wholly in remote storage (next segment's base - 1
-        <= the highest remote offset, UnifiedLog.deletableSegments with remote storage) that
-        local retention lets go; the log start offset does not move."""
-        tiered_end = part.remote.highest_offset
-        now = int(time.time() * 1000)
-        for log in part.replicas:
-            segs = log.segments
-            total = sum(s.size for s in segs)
-            cut = None
-            for i, seg in enumerate(segs[:-1]):
-                if segs[i + 1].base_offset - 1 > tiered_end:
-                    break
-                if self.local_retention_bytes is None and self.local_retention_ms is None:
-                    delete = True
-                else:
-                    # Kafka's size rule: delete only while what stays is still >= the limit
-                    by_bytes = self.local_retention_bytes is not None and self.local_retention_bytes >= 0 \
-                        and total - seg.size >= self.local_retention_bytes
-                    by_time = self.local_retention_ms is not None and self.local_retention_ms >= 0 \
-                        and seg.max_timestamp >= 0 and now - seg.max_timestamp > self.local_retention_ms
-                    delete = by_bytes or by_time
-                if not delete:
-                    break
-                total -= seg.size
-                cut = segs[i + 1].base_offset
-            if cut is not None:
-                log.delete_segments_before(cut)
+        return copying.tier(self, [part for (name, _), part in sorted(self._partitions.items())
+                                   if (topic is None or name == topic) and part.remote is not None])
 
     def expire(self, topic: str | None = None, *, now_ms: int | None = None) -> list[RemoteSegmentMetadata]:
-        """Remote retention, as RemoteLogManager's expiration task applies it to each partition
-        whose topic sets ``retention_ms`` / ``retention_bytes``: the leading copies (in the order
-        they serve offsets from the log start) whose max timestamp is older than retention.ms, then
-        those the size over retention.bytes (remote plus local-only bytes) allows, each deleted
-        with DELETE_SEGMENT_STARTED / FINISHED; the log start offset moves past the last one
-        deleted, and copies wholly below it go too.  Returns the copies deleted."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        deleted = []
-        for (name, p), part in sorted(self._partitions.items()):
-            info = part.topic
-            if (topic is not None and name != topic) or part.remote is None \
-                    or (info.retention_ms is None and info.retention_bytes is None):
-                continue
-            with part.lock:
-                chain = list(part.remote.chain(part.log_start_offset))
-                gone: list = []
-                if info.retention_ms is not None and info.retention_ms >= 0:
-                    for meta in chain:
-                        if meta.max_timestamp > now - info.retention_ms:
-                            break
-                        gone.append(meta)
-                if info.retention_bytes is not None and info.retention_bytes >= 0:
-                    highest = part.remote.highest_offset
-                    local_only = sum(seg.size for seg in part.log.segments if seg.base_offset > highest)
-                    breach = sum(m.size_bytes for m in chain) + local_only - info.retention_bytes
-                    for meta in chain[len(gone):]:
-                        if breach - meta.size_bytes < 0:
-                            break
-                        breach -= meta.size_bytes
-                        gone.append(meta)
-                if not gone:
-                    continue
-                new_start = max(part.log_start_offset, max(m.end_offset for m in gone) + 1)
-                new_start = min(new_start, part.log.log_end_offset)
-                gone += [m for m in part.remote.segments if m.end_offset < new_start and m not in gone]
-                deleted += part.remote.delete(gone)
-                part.move_log_start(new_start)
-        return deleted
+        """Remote retention as RemoteLogManager's expiration task applies it
+        (:func:`.copying.expire`) to partitions whose topic sets ``retention_ms`` /
+        ``retention_bytes``.  Returns the copies deleted."""
+        return copying.expire([part for (name, _), part in sorted(self._partitions.items())
+                               if (topic is None or name == topic) and part.remote is not None],
+                              int(time.time() * 1000) if now_ms is None else now_ms)
 
     def close(self) -> None:
         """Nothing stays open between calls; kept so owners can treat storage as a resource."""

@@ -208,10 +208,10 @@ class RemotePartition:
             if event.get("live", True):
                 self.cache.copy_finished(meta)
         else:
-            meta = self.copies.pop(event["delete"], None)
-            if meta is not None:
-                self.cache.delete_started(meta)
-                self.cache.delete_finished(meta)
+            gone = self.copies.pop(event["delete"], None)
+            if gone is not None:
+                self.cache.delete_started(gone)
+                self.cache.delete_finished(gone)
 
     def _journal(self, event: dict) -> None:
         with open(self._meta_path, "a") as f:
