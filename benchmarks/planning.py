@@ -14,22 +14,32 @@ subprocess (its own CPU, as a real broker is), under ``--work-dir`` (default /de
 Measured: ``kafka_tiered_source.estimate(None, options)`` (the whole plan: Metadata, ListOffsets,
 the locator, packing, the estimate) with ``remote.segment.locator`` = ``kip1248`` (the Fetch walk
 with KIP-1248 tags) and ``metadata-topic`` (``__remote_log_metadata``), best of ``--repeat``,
-in milliseconds per tiered segment.  ``--profile`` adds a cProfile of one plan per locator,
-grouped by where the time goes.  Results go to ``benchmarks/results/planning.json`` (and
-``planning.png`` with ``--scale``).
+in milliseconds per tiered segment; and what the coverage check costs of it (``coverage_s``:
+the lineage's OffsetForLeaderEpoch requests, the served spans, the invariant on every plan).
+``--profile`` adds a cProfile of one plan per locator, grouped by where the time goes.
+
+``--baseline DIR`` compares with the code of another checkout (an importable tree, e.g. ``git
+worktree add DIR <commit>`` with the native extension built or copied in): the same topic is
+built and served by each tree's own broker, and the plans alternate, before / after, each timed
+``--repeat`` times; the ratio after / before is printed.  Results go to
+``benchmarks/results/planning.json`` (and ``planning.png`` with ``--scale``).
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import contextlib
 import io
 import json
 import os
 import pstats
 import random
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,11 +94,98 @@ BUCKETS = (
     ("waiting for the broker (socket)", ("socket", "select", "recv", "sendall", "_ssl")),
     ("protocol codec (encode/decode)", ("protocol/codec.py", "protocol/schema.py", "protocol/primitives.py")),
     ("protocol client", ("protocol/client.py", "protocol/connection.py")),
+    ("coverage check", ("planning/coverage.py", "planning/works.py", "planning/lineage.py")),
     ("locators", ("planning/kip1248.py", "planning/metadata_topic.py", "planning/tiered.py",
-                  "planning/lineage.py", "protocol/remote_log_metadata.py")),
+                  "planning/remote_log_state.py", "protocol/remote_log_metadata.py")),
     ("packing, txn, estimate", ("planning/",)),
     ("options, storage objects", ("options/", "storage/", "ids.py", "model.py")),
 )
+
+
+@contextlib.contextmanager
+def coverage_timer():
+    """Seconds spent in the coverage check while the block runs: the lineage's
+    OffsetForLeaderEpoch requests, the served spans, the invariant (by patching the functions
+    where the planner calls them)."""
+    from kafka_tiered_source.planning import listing, metadata_topic, works
+    spent = {"lineage": 0.0, "serving": 0.0, "invariant": 0.0}
+    patched = [(mod, name, kind) for mod in (metadata_topic, listing)
+               for name, kind in (("ask_lineages", "lineage"), ("serving", "serving"))]
+    patched.append((works, "check_cover", "invariant"))
+    originals = [(mod, name, getattr(mod, name)) for mod, name, _ in patched]
+
+    def timed(fn, kind):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[kind] += time.perf_counter() - t0
+        return wrapper
+    for (mod, name, kind), (_, _, fn) in zip(patched, originals):
+        setattr(mod, name, timed(fn, kind))
+    try:
+        yield spent
+    finally:
+        for mod, name, fn in originals:
+            setattr(mod, name, fn)
+
+
+class BaselineTree:
+    """The same measurements with the code of another checkout: its broker serves the data it
+    built, its planner runs in a worker process that plans on request."""
+
+    WORKER = ("import json, sys, time\n"
+              "import kafka_tiered_source\n"
+              "for line in sys.stdin:\n"
+              "    opts = json.loads(line)\n"
+              "    t0 = time.perf_counter()\n"
+              "    est = kafka_tiered_source.estimate(None, opts)\n"
+              "    print(json.dumps({'wall_s': time.perf_counter() - t0, 'remote_ranges': est.remote_ranges}),"
+              " flush=True)\n")
+
+    def __init__(self, tree: str):
+        self.tree = os.path.abspath(tree)
+        self.env = {**os.environ, "PYTHONPATH": self.tree}
+        self.procs: list[subprocess.Popen] = []
+
+    def build(self, data_dir: str, remote: str, points: dict, partitions: int) -> None:
+        code = (f"from benchmarks.planning import build; build({data_dir!r}, {remote!r}, {points!r}, "
+                f"{partitions})")
+        subprocess.run([sys.executable, "-c", code], cwd=self.tree, env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def broker(self, data_dir: str, remote: str) -> str:
+        p = subprocess.Popen([sys.executable, "-m", "kafka_tiered_source.cli", "broker", "--data-dir", data_dir,
+                              "--port", "0", "--remote-storage", remote, "--log-level", "WARNING"],
+                             cwd=self.tree, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.procs.append(p)
+        for line in p.stdout:
+            m = re.search(r"bootstrap servers: (\S+)", line)
+            if m:
+                threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+                return m.group(1)
+        raise RuntimeError(f"the baseline broker exited ({p.wait()})")
+
+    def planner(self) -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-c", self.WORKER], cwd=self.tree, env=self.env, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.procs.append(p)
+        return p
+
+    @staticmethod
+    def plan(worker: subprocess.Popen, opts: dict) -> float:
+        worker.stdin.write(json.dumps(opts) + "\n")
+        worker.stdin.flush()
+        return json.loads(worker.stdout.readline())["wall_s"]
+
+    def close(self) -> None:
+        from benchmarks.backfill import _stop
+        for p in self.procs:
+            if p.stdin:
+                p.stdin.close()
+            _stop(p)
+        self.procs = []
 
 
 def profile(opts: dict) -> dict:
@@ -139,17 +236,18 @@ def main(argv=None) -> int:
     ap.add_argument("--locators", default=",".join(LOCATORS))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="where the time goes, per locator")
+    ap.add_argument("--baseline", default=None, help="a checkout to compare with, before / after alternating")
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--out", default=RESULTS)
     args = ap.parse_args(argv)
 
     from benchmarks.backfill import _spawn, _stop
-    import re
     counts = ([int(s) for s in args.scale.split(",")] if args.scale
               else [args.partitions * args.segments])
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     os.makedirs(args.out, exist_ok=True)
     rows, profiles, facts = [], {}, {}
+    baseline = BaselineTree(args.baseline) if args.baseline else None
     # the profile is taken at the issue's shape (32 x 200 = 6,400 segments) when it is measured
     profiled = 6400 if 6400 in counts else counts[0]
     for n in counts:
@@ -167,26 +265,50 @@ def main(argv=None) -> int:
                                   "0", "--remote-storage", remote, "--log-level", "WARNING"],
                                  expect=r"bootstrap servers: ")
             bootstrap = re.search(r"bootstrap servers: (\S+)", "".join(lines)).group(1)
+            worker = before_bootstrap = before_remote = None
+            if baseline is not None:
+                before_data, before_root = os.path.join(work, "before-broker"), os.path.join(work, "before-remote")
+                before_remote = f"file://{before_root}"
+                baseline.build(before_data, before_remote, {topic: n}, args.partitions)
+                before_bootstrap = baseline.broker(before_data, before_remote)
+                worker = baseline.planner()
             f = facts[topic]
             for locator in args.locators.split(","):
                 opts = options(bootstrap, topic, remote, locator)
                 plan_once(opts)                                       # warm: imports, caches
-                walls = []
-                for _ in range(args.repeat):
-                    wall, est = plan_once(opts)
-                    walls.append(wall)
+                before_opts = (options(before_bootstrap, topic, before_remote, locator)
+                               if worker is not None else None)
+                if worker is not None:
+                    baseline.plan(worker, before_opts)
+                walls, befores = [], []
+                with coverage_timer() as spent:
+                    for _ in range(args.repeat):
+                        if worker is not None:        # alternating: the machine's noise hits both
+                            befores.append(baseline.plan(worker, before_opts))
+                        wall, est = plan_once(opts)
+                        walls.append(wall)
+                coverage = {k: round(v / args.repeat, 4) for k, v in spent.items()}
+                coverage_s = sum(spent.values()) / args.repeat
                 located = sum(k for name, k in est.locators.items() if name == locator)
                 costs = plan_costs(opts, proc.pid)
                 row = {"locator": locator, "topic": topic, "partitions": args.partitions,
                        "segments": f["segments"], "wall_s": round(min(walls), 4),
                        "ms_per_segment": round(1000 * min(walls) / f["segments"], 4),
                        "remote_ranges": est.remote_ranges, "partitions_located": located,
-                       "client_cpu_s": costs["client_cpu_s"], "broker_cpu_s": costs["broker_cpu_s"]}
+                       "client_cpu_s": costs["client_cpu_s"], "broker_cpu_s": costs["broker_cpu_s"],
+                       "coverage_s": round(coverage_s, 4), "coverage": coverage,
+                       "coverage_share": round(coverage_s / (sum(walls) / len(walls)), 4)}
+                if befores:
+                    row["before_wall_s"] = round(min(befores), 4)
+                    row["after_over_before"] = round(min(walls) / min(befores), 3)
                 rows.append(row)
                 print(f"{locator:>15} {f['segments']:>7,} segments: {row['wall_s']:8.3f} s, "
                       f"{row['ms_per_segment']:.3f} ms per segment ({est.remote_ranges} remote ranges); "
-                      f"CPU: planner {costs['client_cpu_s']:.2f} s, broker {costs['broker_cpu_s']:.2f} s",
-                      flush=True)
+                      f"CPU: planner {costs['client_cpu_s']:.2f} s, broker {costs['broker_cpu_s']:.2f} s; "
+                      f"coverage check {coverage_s * 1000:.1f} ms = {row['coverage_share']:.1%} of a plan "
+                      f"({', '.join(f'{k} {v * 1000:.1f} ms' for k, v in coverage.items())})"
+                      + (f"; before {row['before_wall_s']:.3f} s, after/before {row['after_over_before']:.3f}"
+                         if befores else ""), flush=True)
                 if args.profile and n == profiled:
                     profiles[locator] = profile(opts)
                     print(f"{locator:>15} where the time goes: "
@@ -194,6 +316,8 @@ def main(argv=None) -> int:
         finally:
             if proc is not None:
                 _stop(proc)
+            if baseline is not None:
+                baseline.close()
             shutil.rmtree(work, ignore_errors=True)
     with open(os.path.join(args.out, "planning.json"), "w") as fh:
         json.dump({"rows": rows, "profiles": profiles, "facts": facts}, fh, indent=1)

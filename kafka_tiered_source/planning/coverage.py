@@ -177,7 +177,7 @@ def _filled(start: int, end: int, spans: Iterable[Served]) -> list[Served]:
     between them given to the broker."""
     out: list[Served] = []
     pos = start
-    for s, e, c in sorted(spans, key=lambda x: x[0]):
+    for s, e, c in spans:            # ascending already: one lineage epoch after another
         s, e = max(s, pos), min(e, end)
         if s >= e:
             continue
