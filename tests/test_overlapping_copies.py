@@ -347,3 +347,26 @@ def test_the_listing_without_a_broker_refuses_overlapping_copies_by_name(today, 
     with caplog.at_level(logging.INFO, logger="kafka_tiered_source.planning"):
         _, got, _ = read(today, topic, "read_committed", "listing")
     assert got == h.expected(committed=True)
+
+
+@pytest.mark.decoder
+def test_kip1248_by_name_reads_tiered_offsets_the_new_leader_still_holds_locally(with_kip1248):
+    """Found by test_histories: after a leader move to a replica whose segment holding tiered
+    offsets is still local (it rolls elsewhere), a KIP-1248 broker serves those offsets as
+    records; the walk has nothing only-remote to find, and that is no sign of a broker ignoring
+    the tags."""
+    c = with_kip1248
+    topic = "still-local"
+    c.create_topic(topic)
+    r1 = c.add_replica(topic, 0)              # rolls only at the broker's segment size: never here
+    h = History(c, topic)
+    h.produce(50)
+    c.roll(topic, 0)
+    h.produce(30)
+    assert [(m.base_offset, m.end_offset) for m in c.tier(topic)] == [(0, 49)]
+    c.move_leader(topic, 0, r1)
+    assert c.offsets(topic, 0).local_log_start_offset == 0
+    for iso in ISOLATION:
+        plan, got, totals = read(c, topic, iso, "kip1248")
+        assert got == h.expected(committed=iso == "read_committed")
+        assert plan.locators[(topic, 0)] == "broker" and totals.fallbacks == 0

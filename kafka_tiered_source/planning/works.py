@@ -20,14 +20,14 @@ def checked_works(ranges: Sequence[PartitionRange], located: dict, *, row_filter
     for pr in ranges:
         loc: Located = located[(pr.topic, pr.partition)]
         kept = skip_segments(loc.pieces, row_filter, read_committed=read_committed)
+        exclusions = list(loc.exclusions)
         if len(kept) != len(loc.pieces):
             left = {id(p) for p in kept}
-            loc.exclusions = loc.exclusions + [
+            exclusions += [
                 Exclusion(p.offset_start, p.offset_end, f"pushed-down filter: every record of segment "
                                                         f"{p.segment.segment_id} is older than the timestamp bound")
                 for p in loc.pieces if id(p) not in left and isinstance(p, SegmentSlice)]
-            loc.pieces = kept
-        check_cover(f"{pr.topic}-{pr.partition}", pr.start, pr.end, loc.pieces, loc.exclusions)
-        if loc.pieces:
-            works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(loc.pieces)))
+        check_cover(f"{pr.topic}-{pr.partition}", pr.start, pr.end, kept, exclusions)
+        if kept:
+            works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(kept)))
     return works

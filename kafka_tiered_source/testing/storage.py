@@ -9,8 +9,9 @@ Layout of ``data_dir``::
 
     broker-topics.json                   topics: name, topic id, partition count, config
     {topic}-{partition}/                 Kafka segment files (%020d.log/.index/.timeindex/.txnindex)
-    {topic}-{partition}/partition.json   log start offset
-    {topic}-{partition}/remote-log-segments.jsonl, remote-indexes/   (tiering.py)
+    {topic}-{partition}/partition.json   log start offset, leader replica, leader epoch, replicas
+    {topic}-{partition}/replica-N/       another replica's segment files (partition.py)
+    {topic}-{partition}/remote-log-events.jsonl, remote-indexes/   (tiering.py)
 """
 from __future__ import annotations
 
