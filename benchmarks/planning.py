@@ -80,15 +80,6 @@ def plan_once(opts: dict) -> tuple[float, object]:
     return time.perf_counter() - t0, est
 
 
-def plan_costs(opts: dict, broker_pid: int) -> dict:
-    """One plan's wall time, this process's CPU and the broker's CPU (seconds)."""
-    from benchmarks.backfill import cpu_seconds
-    b0, c0 = cpu_seconds(broker_pid), time.process_time()
-    wall, _ = plan_once(opts)
-    return {"wall_s": round(wall, 4), "client_cpu_s": round(time.process_time() - c0, 4),
-            "broker_cpu_s": round(cpu_seconds(broker_pid) - b0, 4)}
-
-
 # Where the time goes: cProfile's own time per function, summed by the part of the stack it is in.
 BUCKETS = (
     ("waiting for the broker (socket)", ("socket", "select", "recv", "sendall", "_ssl")),
@@ -131,18 +122,30 @@ def coverage_timer():
             setattr(mod, name, fn)
 
 
-class BaselineTree:
-    """The same measurements with the code of another checkout: its broker serves the data it
-    built, its planner runs in a worker process that plans on request."""
+class Tree:
+    """One checkout's code: its broker serves the data it built, its planner runs in a worker
+    process that plans on request (a fresh process each side: the builder's memory would slow
+    the garbage collector of whichever side shared it)."""
 
     WORKER = ("import json, sys, time\n"
               "import kafka_tiered_source\n"
+              "try:\n"
+              "    from benchmarks.planning import coverage_timer\n"
+              "except ImportError:\n"
+              "    coverage_timer = None\n"
               "for line in sys.stdin:\n"
               "    opts = json.loads(line)\n"
+              "    spent = {}\n"
+              "    c0 = time.process_time()\n"
               "    t0 = time.perf_counter()\n"
-              "    est = kafka_tiered_source.estimate(None, opts)\n"
-              "    print(json.dumps({'wall_s': time.perf_counter() - t0, 'remote_ranges': est.remote_ranges}),"
-              " flush=True)\n")
+              "    if coverage_timer is not None:\n"
+              "        with coverage_timer() as spent:\n"
+              "            est = kafka_tiered_source.estimate(None, opts)\n"
+              "    else:\n"
+              "        est = kafka_tiered_source.estimate(None, opts)\n"
+              "    print(json.dumps({'wall_s': time.perf_counter() - t0, 'cpu_s': time.process_time() - c0,\n"
+              "                      'remote_ranges': est.remote_ranges, 'coverage': dict(spent),\n"
+              "                      'locators': est.locators}), flush=True)\n")
 
     def __init__(self, tree: str):
         self.tree = os.path.abspath(tree)
@@ -155,7 +158,7 @@ class BaselineTree:
         subprocess.run([sys.executable, "-c", code], cwd=self.tree, env=self.env, check=True,
                        stdout=subprocess.DEVNULL)
 
-    def broker(self, data_dir: str, remote: str) -> str:
+    def broker(self, data_dir: str, remote: str) -> tuple[str, int]:
         p = subprocess.Popen([sys.executable, "-m", "kafka_tiered_source.cli", "broker", "--data-dir", data_dir,
                               "--port", "0", "--remote-storage", remote, "--log-level", "WARNING"],
                              cwd=self.tree, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -164,7 +167,7 @@ class BaselineTree:
             m = re.search(r"bootstrap servers: (\S+)", line)
             if m:
                 threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
-                return m.group(1)
+                return m.group(1), p.pid
         raise RuntimeError(f"the baseline broker exited ({p.wait()})")
 
     def planner(self) -> subprocess.Popen:
@@ -174,10 +177,10 @@ class BaselineTree:
         return p
 
     @staticmethod
-    def plan(worker: subprocess.Popen, opts: dict) -> float:
+    def plan(worker: subprocess.Popen, opts: dict) -> dict:
         worker.stdin.write(json.dumps(opts) + "\n")
         worker.stdin.flush()
-        return json.loads(worker.stdout.readline())["wall_s"]
+        return json.loads(worker.stdout.readline())
 
     def close(self) -> None:
         from benchmarks.backfill import _stop
@@ -241,13 +244,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=RESULTS)
     args = ap.parse_args(argv)
 
-    from benchmarks.backfill import _spawn, _stop
+    from benchmarks.backfill import cpu_seconds
     counts = ([int(s) for s in args.scale.split(",")] if args.scale
               else [args.partitions * args.segments])
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     os.makedirs(args.out, exist_ok=True)
     rows, profiles, facts = [], {}, {}
-    baseline = BaselineTree(args.baseline) if args.baseline else None
+    after = Tree(ROOT)
+    before = Tree(args.baseline) if args.baseline else None
     # the profile is taken at the issue's shape (32 x 200 = 6,400 segments) when it is measured
     profiled = 6400 if 6400 in counts else counts[0]
     for n in counts:
@@ -256,68 +260,66 @@ def main(argv=None) -> int:
         # a 16-byte comparison each: remote_log_metadata.topic_id_of)
         topic = f"plan-{n}"
         work = tempfile.mkdtemp(prefix="kts-planning-", dir=args.work_dir or base)
-        data_dir, root = os.path.join(work, "broker"), os.path.join(work, "remote")
-        remote = f"file://{root}"
-        proc = None
         try:
-            facts.update(build(data_dir, remote, {topic: n}, args.partitions))
-            proc, lines = _spawn(["-m", "kafka_tiered_source.cli", "broker", "--data-dir", data_dir, "--port",
-                                  "0", "--remote-storage", remote, "--log-level", "WARNING"],
-                                 expect=r"bootstrap servers: ")
-            bootstrap = re.search(r"bootstrap servers: (\S+)", "".join(lines)).group(1)
-            worker = before_bootstrap = before_remote = None
-            if baseline is not None:
-                before_data, before_root = os.path.join(work, "before-broker"), os.path.join(work, "before-remote")
-                before_remote = f"file://{before_root}"
-                baseline.build(before_data, before_remote, {topic: n}, args.partitions)
-                before_bootstrap = baseline.broker(before_data, before_remote)
-                worker = baseline.planner()
+            sides = {}
+            for name, tree in (("after", after), ("before", before)):
+                if tree is None:
+                    continue
+                data_dir, remote = os.path.join(work, f"{name}-broker"), f"file://{work}/{name}-remote"
+                t0 = time.perf_counter()
+                tree.build(data_dir, remote, {topic: n}, args.partitions)
+                if name == "after":
+                    facts[topic] = {"segments": n, "build_s": round(time.perf_counter() - t0, 1)}
+                    print(f"built {topic}: {n:,} tiered segments in {facts[topic]['build_s']} s", flush=True)
+                bootstrap, pid = tree.broker(data_dir, remote)
+                sides[name] = (tree, tree.planner(), bootstrap, remote, pid)
             f = facts[topic]
             for locator in args.locators.split(","):
-                opts = options(bootstrap, topic, remote, locator)
-                plan_once(opts)                                       # warm: imports, caches
-                before_opts = (options(before_bootstrap, topic, before_remote, locator)
-                               if worker is not None else None)
-                if worker is not None:
-                    baseline.plan(worker, before_opts)
-                walls, befores = [], []
-                with coverage_timer() as spent:
-                    for _ in range(args.repeat):
-                        if worker is not None:        # alternating: the machine's noise hits both
-                            befores.append(baseline.plan(worker, before_opts))
-                        wall, est = plan_once(opts)
-                        walls.append(wall)
-                coverage = {k: round(v / args.repeat, 4) for k, v in spent.items()}
-                coverage_s = sum(spent.values()) / args.repeat
-                located = sum(k for name, k in est.locators.items() if name == locator)
-                costs = plan_costs(opts, proc.pid)
+                got: dict = {name: [] for name in sides}
+                opts = {name: options(b, topic, r, locator) for name, (_, _, b, r, _) in sides.items()}
+                for name, (tree, worker, *_rest) in sides.items():
+                    tree.plan(worker, opts[name])                      # warm: imports, caches
+                broker_cpu = cpu_seconds(sides["after"][4])
+                for _ in range(args.repeat):          # alternating: the machine's noise hits both
+                    for name in ("before", "after"):
+                        if name in sides:
+                            tree, worker, *_rest = sides[name]
+                            got[name].append(tree.plan(worker, opts[name]))
+                broker_cpu = (cpu_seconds(sides["after"][4]) - broker_cpu) / args.repeat
+                runs = got["after"]
+                wall = min(r["wall_s"] for r in runs)
+                mean = sum(r["wall_s"] for r in runs) / len(runs)
+                coverage = {k: round(sum(r["coverage"].get(k, 0.0) for r in runs) / len(runs), 4)
+                            for k in ("lineage", "serving", "invariant")}
+                coverage_s = sum(coverage.values())
+                located = runs[-1]["locators"].get(locator, 0)
                 row = {"locator": locator, "topic": topic, "partitions": args.partitions,
-                       "segments": f["segments"], "wall_s": round(min(walls), 4),
-                       "ms_per_segment": round(1000 * min(walls) / f["segments"], 4),
-                       "remote_ranges": est.remote_ranges, "partitions_located": located,
-                       "client_cpu_s": costs["client_cpu_s"], "broker_cpu_s": costs["broker_cpu_s"],
+                       "segments": f["segments"], "wall_s": round(wall, 4),
+                       "ms_per_segment": round(1000 * wall / f["segments"], 4),
+                       "remote_ranges": runs[-1]["remote_ranges"], "partitions_located": located,
+                       "client_cpu_s": round(min(r["cpu_s"] for r in runs), 4),
+                       "broker_cpu_s": round(broker_cpu, 4),
                        "coverage_s": round(coverage_s, 4), "coverage": coverage,
-                       "coverage_share": round(coverage_s / (sum(walls) / len(walls)), 4)}
-                if befores:
-                    row["before_wall_s"] = round(min(befores), 4)
-                    row["after_over_before"] = round(min(walls) / min(befores), 3)
+                       "coverage_share": round(coverage_s / mean, 4)}
+                if "before" in got:
+                    row["before_wall_s"] = round(min(r["wall_s"] for r in got["before"]), 4)
+                    row["after_over_before"] = round(wall / row["before_wall_s"], 3)
                 rows.append(row)
                 print(f"{locator:>15} {f['segments']:>7,} segments: {row['wall_s']:8.3f} s, "
-                      f"{row['ms_per_segment']:.3f} ms per segment ({est.remote_ranges} remote ranges); "
-                      f"CPU: planner {costs['client_cpu_s']:.2f} s, broker {costs['broker_cpu_s']:.2f} s; "
+                      f"{row['ms_per_segment']:.3f} ms per segment ({row['remote_ranges']} remote ranges); "
+                      f"CPU: planner {row['client_cpu_s']:.2f} s, broker {row['broker_cpu_s']:.2f} s; "
                       f"coverage check {coverage_s * 1000:.1f} ms = {row['coverage_share']:.1%} of a plan "
                       f"({', '.join(f'{k} {v * 1000:.1f} ms' for k, v in coverage.items())})"
                       + (f"; before {row['before_wall_s']:.3f} s, after/before {row['after_over_before']:.3f}"
-                         if befores else ""), flush=True)
+                         if "before" in got else ""), flush=True)
                 if args.profile and n == profiled:
-                    profiles[locator] = profile(opts)
+                    profiles[locator] = profile(options(sides["after"][2], topic, sides["after"][3], locator))
                     print(f"{locator:>15} where the time goes: "
                           + ", ".join(f"{k} {v:.0%}" for k, v in profiles[locator].items()), flush=True)
         finally:
-            if proc is not None:
-                _stop(proc)
-            if baseline is not None:
-                baseline.close()
+            after.close()
+            if before is not None:
+                before.close()
             shutil.rmtree(work, ignore_errors=True)
     with open(os.path.join(args.out, "planning.json"), "w") as fh:
         json.dump({"rows": rows, "profiles": profiles, "facts": facts}, fh, indent=1)

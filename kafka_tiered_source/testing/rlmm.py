@@ -153,8 +153,11 @@ class RemoteLogMetadataCache:
             offset_to_id, highest = state
             while offset_to_id and offset_to_id[-1][0] >= start and highest <= end:
                 offset_to_id.pop()
-            offset_to_id[:] = [(o, i) for o, i in offset_to_id if o != start]
-            bisect.insort(offset_to_id, (start, meta.segment_id))
+            i = bisect.bisect_left(offset_to_id, (start, ""))
+            if i < len(offset_to_id) and offset_to_id[i][0] == start:   # NavigableMap.put replaces
+                offset_to_id[i] = (start, meta.segment_id)
+            else:
+                offset_to_id.insert(i, (start, meta.segment_id))
             if highest is None or end > highest:
                 state[1] = end
 
