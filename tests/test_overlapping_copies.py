@@ -76,6 +76,30 @@ def three_segments(c, topic, rolls=(100, 200), **topic_config) -> History:
     return h
 
 
+def metadata_states(c, topic) -> dict:
+    """Segment id -> the states its metadata records carry, in order (read with this project's
+    client from the metadata partition Kafka's partitioner picks)."""
+    from kafka_tiered_source.ids import uuid_from_str, uuid_to_str
+    from kafka_tiered_source.protocol.client import BrokerClient
+    from kafka_tiered_source.records import decode
+    mp = rlm.metadata_partition(uuid_from_str(c.topic(topic).topic_id), 0, c.topic(rlm.TOPIC).partitions)
+    out: dict = {}
+    with BrokerClient({"bootstrap.servers": c.bootstrap_servers}) as client:
+        offset = 0
+        while True:
+            res = client.fetch(rlm.TOPIC, mp, offset, max_bytes=1 << 20, partition_max_bytes=1 << 20)
+            table = decode(res.records or b"", include_headers=False)
+            if not table.num_rows:
+                break
+            for v in table.column("value").to_pylist():
+                r = rlm.decode_record(v, where="test")
+                sid = getattr(r, "remote_log_segment_id", None)
+                if sid is not None and sid.topic_id_partition.name == topic:
+                    out.setdefault(uuid_to_str(bytes(sid.id)), []).append(r.remote_log_segment_state)
+            offset = table.column("offset").to_pylist()[-1] + 1
+    return out
+
+
 def upload(c, h, start, end):
     return c.upload_segment_copy(h.topic, 0, h.data_between(start, end), live=True)
 
@@ -193,6 +217,10 @@ def test_remote_retention_deletes_leading_copies_and_moves_the_log_start(today, 
     gone = today.expire(topic)
     assert [(m.base_offset, m.end_offset) for m in gone] == [(0, 99), (100, 199), (200, 299)]
     assert today.offsets(topic, 0).log_start_offset == 300 and today.remote_segments(topic, 0) == []
+    # each deletion is in __remote_log_metadata: DELETE_SEGMENT_STARTED, then FINISHED
+    states = metadata_states(today, topic)
+    assert {sid: st[2:] for sid, st in states.items()} == \
+        {m.segment_id: [rlm.DELETE_SEGMENT_STARTED, rlm.DELETE_SEGMENT_FINISHED] for m in gone}
     # the deletions are in the metadata topic, and a plan from earliest starts at the log start
     plan = planning.plan(options(today, topic, locator="metadata-topic"))
     (pr,) = plan.partitions
