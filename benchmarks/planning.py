@@ -163,10 +163,12 @@ class Tree:
                               "--port", "0", "--remote-storage", remote, "--log-level", "WARNING"],
                              cwd=self.tree, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.procs.append(p)
-        for line in p.stdout:
+        out = p.stdout
+        assert out is not None   # piped
+        for line in out:
             m = re.search(r"bootstrap servers: (\S+)", line)
-            if m:
-                threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+            if m:   # keep reading what it prints, so a full pipe never blocks it
+                threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
                 return m.group(1), p.pid
         raise RuntimeError(f"the baseline broker exited ({p.wait()})")
 
@@ -178,9 +180,11 @@ class Tree:
 
     @staticmethod
     def plan(worker: subprocess.Popen, opts: dict) -> dict:
-        worker.stdin.write(json.dumps(opts) + "\n")
-        worker.stdin.flush()
-        return json.loads(worker.stdout.readline())
+        stdin, stdout = worker.stdin, worker.stdout
+        assert stdin is not None and stdout is not None   # both piped
+        stdin.write(json.dumps(opts) + "\n")
+        stdin.flush()
+        return json.loads(stdout.readline())
 
     def close(self) -> None:
         from benchmarks.backfill import _stop
