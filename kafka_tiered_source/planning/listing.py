@@ -7,9 +7,9 @@ offset, segment id, suffix) with the inverse of the layout's key function
 
 Per partition, the segments in base-offset order.  End offsets come from the Aiven manifest's
 ``remoteLogSegmentMetadata`` when present, else from the segment's offset index's last entry plus
-a walk of the batch headers of the tail (one ranged GET of the tail).  Not from the next segment's
-base offset: compaction leaves gaps between segments, and a range promising offsets that its
-bytes do not hold would read as a short read.  Sizes: the manifest's chunk index (Aiven), the
+a walk of the batch headers of the tail (one ranged GET of the tail): the last batch's, which
+a compacted tail may leave below the copy's real end offset (Kafka's: the next local segment's
+base - 1; see below for what each side does with the offsets in between).  Sizes: the manifest's chunk index (Aiven), the
 listed ``.log`` size (kafka-local-tiered).  Aiven: what the reader needs of each manifest (size,
 chunk table) travels with the tasks as ``RemoteSegment.manifest_info``, so executors GET no
 manifest.

@@ -10,10 +10,10 @@ the ``aiven`` or ``kafka-local-tiered`` layout, the store itself is the catalogu
 2. ``subscribe`` / ``subscribePattern`` / ``assign`` are resolved against the topics found.
 3. Per partition, the segments in base-offset order.  End offsets come from the Aiven manifest's
    ``remoteLogSegmentMetadata`` when present, else from the segment's offset index's last entry
-   plus a walk of the batch headers of the tail (one ranged GET of the tail).  Not from the next
-   segment's base offset: compaction leaves gaps between segments, and a range promising
-   offsets that its bytes do not hold would read as a short read.  Sizes: the manifest's chunk index (Aiven), the listed ``.log`` size
-   (kafka-local-tiered).  Aiven: what the reader needs of each manifest (size, chunk table)
+   plus a walk of the batch headers of the tail (one ranged GET of the tail), and then, as Kafka
+   ends its copies, at the next copy's base - 1 (a compacted tail holds no records; a reader of
+   a range that ends past the last batch reads the segment to its last byte).  Sizes: the
+   manifest's chunk index (Aiven), the listed ``.log`` size (kafka-local-tiered).  Aiven: what the reader needs of each manifest (size, chunk table)
    travels with the tasks as ``RemoteSegment.manifest_info``, so executors GET no manifest.
 4. Offsets: ``earliest`` is the first tiered base offset, ``latest`` the offset after the last
    tiered one (read_committed: after the last *stable* tiered one, see below).

@@ -47,11 +47,9 @@ class Planner:
     """Plans one batch read.  ``client`` is a :class:`BrokerClient`; ``fetcher`` a
     :class:`RemoteStorageFetcher` (None: no locator that needs one, segments never split below
     whole segments).  ``row_filter`` (pushed-down filters, :mod:`.filters`) restricts the
-    partitions, narrows the ranges and skips segments.  ``locators``: replaces locators by name
-    (``kip1248``, ``metadata-topic``, ``listing``, ``broker``), for tests and embedders."""
+    partitions, narrows the ranges and skips segments."""
 
-    def __init__(self, options, client, fetcher: SegmentCatalog | None = None, row_filter=None,
-                 locators: dict[str, SegmentLocator] | None = None):
+    def __init__(self, options, client, fetcher: SegmentCatalog | None = None, row_filter=None):
         self.options = options
         self.row_filter = row_filter
         self.client = client
@@ -62,7 +60,6 @@ class Planner:
         self.reads = SegmentReads(fetcher, options, on_index=self.shipping.keep if self.shipping else None)
         if self.shipping is not None:
             self.shipping.reads = self.reads
-        self.overrides = dict(locators or {})
 
     # -- 1. topics and partitions --------------------------------------------------------------
     def topic_partitions(self) -> list[tuple[str, int, bytes]]:
@@ -147,8 +144,6 @@ class Planner:
                                         "aiven or kafka-local-tiered layout"))
         broker: SegmentLocator = BrokerLocator()
         named = {"kip1248": kip, "metadata-topic": metadata, "listing": listing, "broker": broker}
-        named.update(self.overrides)
-        kip, metadata, listing, broker = (named[n] for n in ("kip1248", "metadata-topic", "listing", "broker"))
         chain = [(lambda pr: client.advertises_kip1248(pr.topic, pr.partition), kip),
                  (tiered.none_in, broker)]
         available = getattr(metadata, "available", None)
