@@ -21,8 +21,7 @@ from kafka_tiered_source.storage.indexes import parse_txn_index
 from kafka_tiered_source.testing.log import TXN_ENTRY_SIZE, Segment, StorageError, build_indexes
 from kafka_tiered_source.testing.storage import BrokerStorage
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "shared", "fixtures", "kafka-3.9.1")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "kafka-3.9.1")
 META = {(m["topic"], m["partition"]): m for m in json.load(open(os.path.join(FIXTURES, "meta.json")))}
 PARTITIONS = sorted(META)
 
