@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON        := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: install demo test test-native test-pure bench clean spark35
+.PHONY: install demo test test-native test-pure bench clean spark35 lint
 
 install: $(STAMP)
 
@@ -37,6 +37,12 @@ spark35: install
 test: install spark35
 	$(BIN)/python -m pytest
 	KAFKA_TIERED_NO_EXTENSIONS=1 $(BIN)/python -m pytest -m "decoder"
+
+# Pyflakes + bugbear over everything (ruff), and the types of the package (mypy); both configured
+# in pyproject.toml.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m benchmarks.run_all
