@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import re
@@ -734,7 +733,8 @@ def main(argv=None) -> int:
                         from benchmarks.encryption import encrypted_ways
                         ways += encrypted_ways(opts, facts[f"{size}-encrypted"]["topic"], encrypt,
                                                root if args.store == "range" else None)
-                    for row in best_of(args.repeat, ways, lambda way, o: measure(
+                    for row in best_of(args.repeat, ways,
+                                       lambda way, o, cores=cores, size=size, f=f, spark=spark: measure(
                             way, cores, size, facts[f"{size}-encrypted"] if way.endswith("-encrypted") else f,
                             lambda: _spark_run(spark, o), broker, store)):
                         row.update(get_bound=bound, planned_broker_ranges=broker_ranges, spark_tasks=tasks)
@@ -767,7 +767,7 @@ def main(argv=None) -> int:
                 "subscribe": f["topic"], **storage}
         for threads in cores_list:
             for way, direct in (("transport-direct", True), ("transport-broker", False)):
-                def run(threads=threads, direct=direct):
+                def run(threads=threads, direct=direct, way=way):
                     wall, n, calls = transport_only(opts, broker.bootstrap, threads, direct)
                     if n < f["log_bytes"] * 0.99:
                         print(f"  {way}: {n} bytes, want {f['log_bytes']}", flush=True)

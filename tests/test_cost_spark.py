@@ -96,7 +96,7 @@ def test_read_totals_equal_what_the_server_served(sp, s3, tmp_path):
     report = kafka_tiered_source.cost_report(stats)
     by_topic = {r.topic: r for r in report.rows}
     assert set(by_topic) == {"orders", "payments"}
-    for t, p in PARTITIONS:
+    for t, _p in PARTITIONS:
         r = by_topic[t]
         n, b = len(s3.proxy.gets(f"/cost/kt/{t}-")), s3.proxy.served_bytes(f"/cost/kt/{t}-")
         assert r.client_id == "backfill-cost"

@@ -37,7 +37,7 @@ def test_one_task_over_two_partitions_counts_each_get_under_its_partition(tiered
     reader = TaskReader(options)
     rows = {0: [], 1: []}
     for batch in reader.read(tasks[0]):
-        for p, off in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist()):
+        for p, off in zip(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(), strict=True):
             rows[p].append(off)
     reader.close()
     for p in (0, 1):

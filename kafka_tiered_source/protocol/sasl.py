@@ -61,7 +61,7 @@ def _h(hname, data):
 
 
 def _xor(a: bytes, b: bytes) -> bytes:
-    return bytes(x ^ y for x, y in zip(a, b))
+    return bytes(x ^ y for x, y in zip(a, b, strict=True))
 
 
 def _saslname(name: str) -> str:
