@@ -196,13 +196,13 @@ class FetchBuilder:
 class ReadPolicy:
     """What a read asks of the client beyond Kafka's properties: Spark's Kafka source options.
 
-    ``poll_timeout_ms`` (``kafkaConsumer.pollTimeoutMs``): the longest one :meth:`BrokerClient.fetch`
+    ``fetch_timeout_ms`` (``kafkaConsumer.pollTimeoutMs``): the longest one :meth:`BrokerClient.fetch`
     may take, retries included, before it fails, as Spark's consumer poll gives up on an offset
     (None: the client's retries alone bound it).  ``offset_attempts`` and
     ``offset_retry_interval_ms`` (``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``):
     how often an offset look-up (ListOffsets) is tried when it fails, and the wait between,
     with the metadata re-learnt, as Spark's ``KafkaOffsetReader.withRetries`` does."""
-    poll_timeout_ms: int | None = None
+    fetch_timeout_ms: int | None = None
     offset_attempts: int = 1
     offset_retry_interval_ms: int = 0
 
@@ -231,7 +231,7 @@ class BrokerClient:
         look-up retries (:class:`ReadPolicy`)."""
         from ..options.read import client_properties
         return cls(client_properties(options), policy=ReadPolicy(
-            poll_timeout_ms=options.poll_timeout_ms, offset_attempts=options.fetch_offset_num_retries,
+            fetch_timeout_ms=options.poll_timeout_ms, offset_attempts=options.fetch_offset_num_retries,
             offset_retry_interval_ms=options.fetch_offset_retry_interval_ms))
 
     def __repr__(self):
@@ -563,7 +563,7 @@ class BrokerClient:
         With ``request_remote_location`` the KIP-1248 tags are sent when the version allows
         (12+); ``FetchResult.kip1248_requested`` says whether they were.  Partition errors
         raise :class:`BrokerError`; retriable ones are retried after a metadata refresh, for at
-        most :attr:`ReadPolicy.poll_timeout_ms` in all when the read sets one."""
+        most :attr:`ReadPolicy.fetch_timeout_ms` in all when the read sets one."""
         topic = self._topic_name(topic)
         cfg = self.config
         iso = cfg.isolation_level if isolation_level is None else isolation_level
@@ -571,7 +571,7 @@ class BrokerClient:
         ask = FetchAsk(topic, partition, offset,
                        cfg.max_partition_fetch_bytes if partition_max_bytes is None else partition_max_bytes,
                        current_leader_epoch)
-        poll_ms = self.policy.poll_timeout_ms
+        poll_ms = self.policy.fetch_timeout_ms
         deadline = None if poll_ms is None else time.monotonic() + poll_ms / 1000
 
         def run() -> FetchResult:
