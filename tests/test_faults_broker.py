@@ -56,14 +56,16 @@ class KafkaProxy:
     and version from the request header, so it can decode the matching response.  Metadata
     answers are rewritten to advertise the proxy (so every later request comes through it too);
     ``faults`` are callables ``(api_key, version, response frame) -> action`` that may return
-    ``("cut", n)`` (send n bytes of the frame, then close both sockets), ``("replace", frame)``
-    or None.  ``log`` records ``(api_key, version)`` of every request in order."""
+    ``("cut", n)`` (send n bytes of the frame, then close both sockets), ``("replace", frame)``,
+    ``("delay", seconds)`` (hold the answer that long) or None.  ``log`` records
+    ``(api_key, version)`` of every request in order, ``times`` when each arrived (monotonic)."""
 
     def __init__(self, upstream_port: int):
         self.upstream_port = upstream_port
         self.port = free_port()
         self.faults: list = []
         self.log: list = []
+        self.times: list = []
         self.fired: list = []
         self.connections = 0
         self.lock = threading.Lock()
@@ -113,6 +115,7 @@ class KafkaProxy:
                 pending[cid] = (key, version)
                 with self.lock:
                     self.log.append((key, version))
+                    self.times.append(time.monotonic())
                 upstream.sendall(head + body)
         except OSError:
             self._shut(client, upstream)
@@ -143,6 +146,8 @@ class KafkaProxy:
                     return
                 if action and action[0] == "replace":
                     frame = action[1]
+                if action and action[0] == "delay":
+                    time.sleep(action[1])
                 client.sendall(frame)
         except OSError:
             self._shut(client, upstream)
