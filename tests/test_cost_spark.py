@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.errors import AnalysisException
 
 from broker_fixtures import s3_tiered_cluster
 from spark_session import spark  # noqa: F401  (fixture)
@@ -164,7 +165,7 @@ def test_a_read_over_budget_is_refused_before_any_get(sp, s3):
     assert est.dollars > 0.000001      # 0.0004/1000 per GET: a few GETs are over it
     s3.proxy.reset()
     df = load(sp, opts)
-    with pytest.raises(Exception) as info:
+    with pytest.raises(AnalysisException) as info:        # refused while planning
         df.count()
     msg = str(info.value)
     assert "cost.budget.usd" in msg and "BudgetExceededError" in msg
@@ -182,7 +183,7 @@ def test_budget_and_cost_options_are_checked_at_load(sp, s3):
         with pytest.raises(ConfigError) as info:
             ReadOptions.parse(assign_options(s3, **bad))
         assert info.value.option == option
-    with pytest.raises(Exception) as info:
+    with pytest.raises(AnalysisException) as info:        # the options are parsed for the schema
         load(sp, assign_options(s3, **{"cost.egress": "moon"}))
     assert "cost.egress" in str(info.value)
 

@@ -29,6 +29,7 @@ from kafka_tiered_source import planning
 from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
+from kafka_tiered_source.testing.log import StorageError
 
 pytestmark = [pytest.mark.decoder]
 
@@ -331,8 +332,9 @@ def test_delete_records_moves_log_start_and_drops_whole_segments(cluster):
     assert [r["offset"] for r in rows] == [r["offset"] for r in WANT if r["offset"] >= cut]
     # idempotent, never backwards, bounded by the high watermark
     assert cluster.delete_records(TOPIC, PART, cut - 100) == cut
-    with pytest.raises(Exception, match="outside"):
+    with pytest.raises(StorageError, match="outside") as refused:
         cluster.delete_records(TOPIC, PART, o.high_watermark + 1)
+    assert refused.value.error_name == "OFFSET_OUT_OF_RANGE"
 
 
 @pytest.mark.parametrize("direct", [False, True], ids=["broker-only", "direct"])
