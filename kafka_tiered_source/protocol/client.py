@@ -9,7 +9,7 @@ connection lock is held from send to receive), so the client can be shared by th
 correlation id of every response is checked; a mismatch or a closed socket drops the
 connection and the request is retried on a fresh one.
 
-Fetch requests are built in one place, :class:`FetchBuilder` (one partition for
+Fetch requests are built in one place, :class:`~.fetch.FetchBuilder` (one partition for
 :meth:`BrokerClient.fetch`, many for :func:`~.rounds.fetch_rounds`).  A read's own limits
 (Spark's ``kafkaConsumer.pollTimeoutMs`` and ``fetchOffset.*`` options, which are not Kafka
 properties) come in a :class:`ReadPolicy`; :meth:`BrokerClient.for_read` builds both from a
@@ -22,13 +22,14 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from ..errors import BrokerError
 from ..model import EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED, MAX_TIMESTAMP
 from ..options.client import IGNORED_KEYS, READ_COMMITTED, READ_UNCOMMITTED, ClientConfig
 from . import kip1248, messages as m
 from .connection import BrokerConnection, ConnectionLost
+from .fetch import ZERO_UUID, FetchAsk, FetchBuilder, FetchResult
 from .errors import (LEADER_NOT_AVAILABLE, NETWORK_EXCEPTION, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_ID,
                      UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, broker_error)
 
@@ -46,7 +47,6 @@ __all__ = ["BrokerClient", "BrokerConnection", "BrokerNode", "ClientConfig", "Fe
 # ListOffsets version needed by each special timestamp (KIP-734, KIP-1005, KIP-1023).
 _SPECIAL_TIMESTAMP_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                                   EARLIEST_PENDING_UPLOAD: 11}
-ZERO_UUID = bytes(16)
 T = TypeVar("T")
 
 
@@ -88,108 +88,6 @@ class ListedOffset:
     offset: int
     timestamp: int
     leader_epoch: int
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    """One partition's fetch answer.  ``partition`` is the decoded
-    ``FetchResponse.PartitionData`` (``records`` is a memoryview into the response frame,
-    KIP-1248 fields included); ``kip1248_requested`` says whether the tags were sent."""
-
-    topic: str
-    partition_index: int
-    partition: Any                # FetchResponse.PartitionData
-    version: int
-    broker: str
-    kip1248_requested: bool
-    throttle_time_ms: int = 0     # the broker's quota throttle (KIP-13); already waited out
-
-    @property
-    def records(self):
-        return self.partition.records
-
-    @property
-    def has_remote_location(self) -> bool:
-        return kip1248.has_remote_location(self.partition)
-
-    @property
-    def error(self) -> BrokerError | None:
-        """The partition's error code as an exception (None when it has none)."""
-        code = self.partition.error_code
-        if not code:
-            return None
-        return broker_error(code, broker=self.broker, api="Fetch", topic=self.topic,
-                            partition=self.partition_index)
-
-
-@dataclass(frozen=True)
-class FetchAsk:
-    """One partition of a Fetch request: where to read and how much at most."""
-    topic: str
-    partition: int
-    offset: int
-    max_bytes: int
-    leader_epoch: int = -1
-
-
-class FetchBuilder:
-    """The Fetch requests to one broker and their answers.
-
-    The version is the highest both sides speak, at most 12 when a topic's id is unknown (v13+
-    name topics by id only); the KIP-1248 tags go along when asked for and the version is
-    flexible (12+).  Requests are sessionless (session 0, epoch -1), as a consumer without fetch
-    sessions sends them.  Build one with :meth:`BrokerClient.fetch_builder`."""
-
-    def __init__(self, conn: BrokerConnection, topics: dict[str, TopicInfo], *, rack: str,
-                 request_remote_location: bool = False,
-                 storage_formats: tuple[str, ...] = (kip1248.STORAGE_FORMAT_APACHE_KAFKA_V1,)):
-        at_most = 12 if any(info.topic_id == ZERO_UUID for info in topics.values()) else None
-        self.version: int = conn.pick_version(m.FetchRequest, at_most=at_most)
-        self.send_tags: bool = request_remote_location and self.version >= kip1248.MIN_FETCH_VERSION
-        self.broker: str = conn.address
-        self._topics = topics
-        self._names = {info.topic_id: name for name, info in topics.items()}
-        self._rack = rack
-        self._storage_formats = list(storage_formats)
-
-    def request(self, asks: Iterable[FetchAsk], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                isolation_level: int) -> Any:
-        """A ``FetchRequest`` for ``asks`` (topics in the order they first appear)."""
-        F = m.FetchRequest
-        by_topic: dict[str, list] = {}
-        for a in asks:
-            by_topic.setdefault(a.topic, []).append(F.FetchPartition(
-                partition=a.partition, fetch_offset=a.offset, current_leader_epoch=a.leader_epoch,
-                partition_max_bytes=a.max_bytes))
-        topics = []
-        for name, parts in by_topic.items():
-            ft = F.FetchTopic(partitions=parts)
-            if self.version >= 13:
-                ft.topic_id = self._topics[name].topic_id
-            else:
-                ft.topic = name
-            topics.append(ft)
-        req = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-                isolation_level=isolation_level, session_id=0, session_epoch=-1, topics=topics,
-                rack_id=self._rack)
-        if self.send_tags:
-            req.remote_log_segment_location_requested = True
-            req.supported_storage_format_versions = list(self._storage_formats)
-        return req
-
-    def results(self, resp: Any) -> Iterator[FetchResult]:
-        """Each partition of ``resp`` of a topic this builder asks about, errors included
-        (:attr:`FetchResult.error`); an error of the whole response raises."""
-        if resp.error_code:
-            raise broker_error(resp.error_code, broker=self.broker, api="Fetch")
-        throttle = resp.throttle_time_ms or 0
-        for t in resp.responses:
-            topic = self._names.get(t.topic_id) if self.version >= 13 else t.topic
-            if topic is None or topic not in self._topics:
-                continue
-            for p in t.partitions:
-                yield FetchResult(topic, p.partition_index, p, self.version, self.broker, self.send_tags,
-                                  throttle)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import BrokerError
 from .connection import BrokerConnection, ConnectionLost
+from .fetch import FetchAsk
 
 if TYPE_CHECKING:
-    from .client import BrokerClient, FetchResult
+    from .client import BrokerClient
+    from .fetch import FetchResult
 
 Key = tuple[str, int]                        # (topic, partition)
 Ask = tuple[int, int]                        # (fetch offset, partition max bytes)
@@ -86,7 +88,6 @@ class _Walk:
             self.retry.update({k: self.pending[k] for k in keys if k in self.pending})
 
     def _leader(self, conn: BrokerConnection, keys: list[Key]) -> None:
-        from .client import FetchAsk
         client, pending, retry = self.client, self.pending, self.retry
         conn.ensure_connected()
         builder = client.fetch_builder(conn, sorted({topic for topic, _ in keys}),
