@@ -22,7 +22,6 @@ from kafka_tiered_source import planning
 from kafka_tiered_source.errors import BrokerError
 from kafka_tiered_source.protocol import codec, messages as m
 
-pytestmark = [pytest.mark.decoder]
 LIST_OFFSETS = m.ListOffsetsRequest.API_KEY
 UNKNOWN_SERVER_ERROR = -1          # Kafka's Errors.UNKNOWN_SERVER_ERROR: not retriable
 
