@@ -125,13 +125,15 @@ def cost_report(stats, model=None, **rates):
     return _report(stats, model, **rates)
 
 
-def estimate(spark=None, options=None, *, where=None, **kw):
+def estimate(spark=None, options=None, *, where=None, check: bool = True, **kw):
     """Plan a read without reading data: GETs, bytes, dollars, partitions (see
     :func:`kafka_tiered_source.planning.estimate.estimate`).  ``where``: the filters the read
     will push down (``"timestamp >= '2026-10-01' AND partition = 1"``, ...), so only what that
-    read fetches is counted."""
+    read fetches is counted.  Storage is checked as the read checks it (a wrong prefix, layout
+    or bucket raises ``StoragePreflightError``); ``check=False`` plans without asking it, and the
+    estimate says so."""
     from .planning.estimate import estimate as _estimate
-    return _estimate(spark, options, where=where, **kw)
+    return _estimate(spark, options, where=where, check=check, **kw)
 
 
 def describe_read(spark, options):

@@ -9,6 +9,11 @@ The read arguments (``--bootstrap-servers``, ``--topic``, ``--remote-storage-uri
 are shared with ``kafka-tiered segments``.  Secrets stay off the command line: S3, GCS and
 Azure credentials come from the usual environment of each SDK; ``-o`` takes any other source
 option, and ``-o @file.json`` a JSON object of them.
+
+Storage is checked as the read checks it before its first task (one cheap request with the
+read's options: :mod:`kafka_tiered_source.planning.preflight`), so a misspelt prefix, a wrong
+layout or a bucket that does not exist is an error here too, not a confident plan.
+``--no-check`` plans without asking storage, on purpose, and the output says so.
 """
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ EXAMPLES = examples(
     "--remote-storage-uri s3://tiered/prod/ -o remote.storage.layout=aiven   # no broker: the store listed",
     "kafka-tiered estimate --bootstrap-servers b1:9092 --pattern 'orders-.*' --remote-storage-uri gs://tiered "
     "-o cost.preset=gcs-standard   # GCS prices, any other source option with -o",
+    "kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/ "
+    "--no-check   # plan without asking storage (no credentials here); the output says so",
 )
 
 
@@ -47,6 +54,9 @@ def add_read_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"])
     what.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                       help="any other source option (repeatable), or @file.json with several")
+    what.add_argument("--no-check", dest="check", action="store_false",
+                      help="do not check storage (one request with the read's options, as the read makes "
+                           "before its first task): plan offline on purpose; the output says it was not checked")
 
 
 def read_options(args) -> dict:
@@ -131,13 +141,21 @@ def _estimate_setup(p: argparse.ArgumentParser):
     return _estimate_run
 
 
+def report_error(command: str, exc: Exception) -> int:
+    """Print a command's error (with the way round a failed storage check); exit code 2."""
+    from ..errors import StoragePreflightError
+    print(f"kafka-tiered {command}: error: {exc}", file=sys.stderr)
+    if isinstance(exc, StoragePreflightError):
+        print(f"kafka-tiered {command}: --no-check plans without checking storage", file=sys.stderr)
+    return 2
+
+
 def _estimate_run(args) -> int:
     from ..errors import KafkaTieredError
     try:
         report = estimate_report(args)
     except (KafkaTieredError, OSError) as exc:
-        print(f"kafka-tiered estimate: error: {exc}", file=sys.stderr)
-        return 2
+        return report_error("estimate", exc)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -148,8 +166,8 @@ def _estimate_run(args) -> int:
 def estimate_report(args) -> dict:
     """Plan the read the arguments describe and count it: a JSON-able dict."""
     from ..options import ReadOptions
-    from ..planning import plan
-    from ..planning.estimate import estimate_plan
+    from ..planning.checked import plan_read
+    from ..planning.estimate import estimate_checked
     from ..planning.where import parse_where
     opts = read_options(args)
     window = {}
@@ -167,8 +185,8 @@ def estimate_report(args) -> dict:
     if parts is not None:
         row_filter = row_filter.and_(parts)
     options = ReadOptions.parse(opts)
-    planned = plan(options, row_filter or None)
-    est = estimate_plan(planned, options)
+    planned = plan_read(options, row_filter or None)
+    est = estimate_checked(planned, options, args.check)
     out = est.as_dict()
     out["where"] = str(row_filter) if row_filter else None
     out["window"] = window or None
@@ -214,6 +232,18 @@ def print_report(r: dict, out) -> None:
           f"{r['bytes']:,} bytes from storage, ${r['dollars']:.6f}; {r['spark_partitions']} Spark "
           f"partition{plural}; ~{r['broker_bytes']:,} bytes via brokers", file=out)
     print(f"prices: {r['price_model']}", file=out)
+    print(f"storage: {storage_line(r['storage_check'])}", file=out)
+
+
+def storage_line(check: str) -> str:
+    """What ``estimate`` and ``segments`` print about the storage check."""
+    from ..planning.estimate import CHECKED, NOTHING_TO_CHECK
+    if check == CHECKED:
+        return "checked (it answered the read's options)"
+    if check == NOTHING_TO_CHECK:
+        return "not needed (nothing is read from it directly)"
+    return ("NOT checked (--no-check): a wrong prefix, layout, bucket or key shows only when the "
+            "read starts")
 
 
 def _tp_key(name: str):
