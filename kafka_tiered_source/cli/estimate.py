@@ -37,8 +37,9 @@ EXAMPLES = examples(
 )
 
 
-def add_read_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments that say what to read: the same for ``estimate`` and ``segments``."""
+def add_read_arguments(p: argparse.ArgumentParser, check: bool = True) -> None:
+    """The arguments that say what to read: the same for ``estimate``, ``segments`` and
+    ``export`` (``check``: with ``--no-check``; a command that reads always checks)."""
     what = p.add_argument_group("what to read")
     what.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
                       help="Kafka brokers; without them the store is listed (offline)")
@@ -54,9 +55,10 @@ def add_read_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"])
     what.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                       help="any other source option (repeatable), or @file.json with several")
-    what.add_argument("--no-check", dest="check", action="store_false",
-                      help="do not check storage (one request with the read's options, as the read makes "
-                           "before its first task): plan offline on purpose; the output says it was not checked")
+    if check:
+        what.add_argument("--no-check", dest="check", action="store_false",
+                          help="do not check storage (one request with the read's options, as the read makes "
+                               "before its first task): plan offline on purpose; the output says it was not checked")
 
 
 def read_options(args) -> dict:
@@ -122,11 +124,8 @@ def time_ms(value: str, zone: str, option: str) -> int:
         raise ConfigError(f"{option}: {exc}", option=option) from None
 
 
-@command("estimate", "Plan a read without Spark and print its GETs, bytes and dollars.")
-def _estimate_setup(p: argparse.ArgumentParser):
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = EXAMPLES
-    add_read_arguments(p)
+def add_window_arguments(p: argparse.ArgumentParser) -> None:
+    """``--since``, ``--until``, ``--time-zone``, ``--where``: for ``estimate`` and ``export``."""
     window = p.add_argument_group("time window and filters")
     window.add_argument("--since", metavar="TIME",
                         help="start at the first record at or after TIME (startingTimestamp): "
@@ -137,6 +136,33 @@ def _estimate_setup(p: argparse.ArgumentParser):
                         help="zone of times given without one (default UTC), e.g. Europe/Paris")
     window.add_argument("--where", metavar="CONDITION",
                         help="filters the read pushes down, e.g. \"partition = 1 AND offset >= 5000\"")
+
+
+def window_options(args, opts: dict):
+    """``(options, row filter)``: ``opts`` with the window's timestamp options, and the
+    ``--where`` and ``--partition`` filters (None for none)."""
+    from ..planning.where import parse_where
+    opts = dict(opts)
+    if args.since:
+        opts["startingTimestamp"] = str(time_ms(args.since, args.time_zone, "--since"))
+        # a window after the last record is an empty read, not an error
+        if not any(k.lower() == "startingoffsetsbytimestampstrategy" for k in opts):
+            opts["startingOffsetsByTimestampStrategy"] = "latest"
+    if args.until:
+        opts["endingTimestamp"] = str(time_ms(args.until, args.time_zone, "--until"))
+    row_filter = parse_where(args.where, time_zone=args.time_zone)
+    parts = partition_filter(args)
+    if parts is not None:
+        row_filter = row_filter.and_(parts)
+    return opts, row_filter or None
+
+
+@command("estimate", "Plan a read without Spark and print its GETs, bytes and dollars.")
+def _estimate_setup(p: argparse.ArgumentParser):
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = EXAMPLES
+    add_read_arguments(p)
+    add_window_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return _estimate_run
 
@@ -168,24 +194,14 @@ def estimate_report(args) -> dict:
     from ..options import ReadOptions
     from ..planning.checked import plan_read
     from ..planning.estimate import estimate_checked
-    from ..planning.where import parse_where
-    opts = read_options(args)
+    opts, row_filter = window_options(args, read_options(args))
     window = {}
     if args.since:
-        opts["startingTimestamp"] = str(time_ms(args.since, args.time_zone, "--since"))
-        # a window after the last record is an empty read, not an error
-        if not any(k.lower() == "startingoffsetsbytimestampstrategy" for k in opts):
-            opts["startingOffsetsByTimestampStrategy"] = "latest"
         window["since_ms"] = int(opts["startingTimestamp"])
     if args.until:
-        opts["endingTimestamp"] = str(time_ms(args.until, args.time_zone, "--until"))
         window["until_ms"] = int(opts["endingTimestamp"])
-    row_filter = parse_where(args.where, time_zone=args.time_zone)
-    parts = partition_filter(args)
-    if parts is not None:
-        row_filter = row_filter.and_(parts)
     options = ReadOptions.parse(opts)
-    planned = plan_read(options, row_filter or None)
+    planned = plan_read(options, row_filter)
     est = estimate_checked(planned, options, args.check)
     out = est.as_dict()
     out["where"] = str(row_filter) if row_filter else None

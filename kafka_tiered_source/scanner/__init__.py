@@ -25,7 +25,7 @@ from typing import Any
 
 from .options import ScanConfig, split_options
 
-__all__ = ["scan", "ScanConfig"]
+__all__ = ["scan", "open_scan", "Scan", "ScanConfig"]
 
 
 def scan(options: dict | None = None, *, where: Any = None, time_zone: str = "UTC", **kw: Any):
@@ -37,26 +37,73 @@ def scan(options: dict | None = None, *, where: Any = None, time_zone: str = "UT
     tasks.  An error while reading arrives as ``pyarrow.ArrowInvalid`` whose message begins
     with the kafka-tiered error's class (the C stream interface that DuckDB and Polars read
     through carries messages, not exception types)."""
-    import pyarrow as pa
+    return open_scan(options, where=where, time_zone=time_zone, **kw).reader()
 
+
+def open_scan(options: dict | None = None, *, where: Any = None, time_zone: str = "UTC", **kw: Any) -> "Scan":
+    """:func:`scan`'s planning, as a :class:`Scan` that says what it will read before
+    :meth:`Scan.reader` reads it (``kafka-tiered export`` shows progress against it)."""
     from ..options import ReadOptions
     from ..planning.checked import plan_checked
     from ..planning.where import parse_where
-    from ..records.schema import kafka_schema
-    from .history import ScanTotals
-    from .window import TaskWindow
 
     config, source = split_options(options, kw)
     read_options = ReadOptions.parse(source)
     row_filter = parse_where(where, time_zone=time_zone) or None
     tasks, carried = plan_checked(read_options, row_filter)
-    totals = ScanTotals(uuid.uuid4().hex, len(tasks), carried, read_options.cost)
-    window = TaskWindow(tasks, _task_runner(read_options, row_filter, totals, len(tasks)), config.workers)
-    schema = kafka_schema(read_options.include_headers)
-    inner = pa.RecordBatchReader.from_batches(schema, _batches(window, totals))
-    # A reader over the C stream of ``inner``: its close() releases the stream, which drops the
-    # generator and so stops the workers (close() on a from_batches reader itself does not).
-    return pa.RecordBatchReader.from_stream(inner)
+    return Scan(read_options, config, tasks, carried, row_filter)
+
+
+class Scan:
+    """A planned scan: its options, tasks and totals so far; :meth:`reader` reads it (once)."""
+
+    def __init__(self, options: Any, config: ScanConfig, tasks: list, carried: Any, row_filter: Any):
+        from ..planning.tasks import BrokerRange, RemoteRange
+        from .history import ScanTotals
+        self.options = options
+        self.config = config
+        self.tasks = tasks
+        self.row_filter = row_filter
+        self.totals = ScanTotals(uuid.uuid4().hex, len(tasks), carried, options.cost)
+        ranges = [r for t in tasks for r in t.ranges]
+        # [start, end) of each partition's offsets, over every task
+        self.offsets: dict = {}
+        for r in ranges:
+            lo, hi = self.offsets.get((r.topic, r.partition), (r.offset_start, r.offset_end))
+            self.offsets[(r.topic, r.partition)] = (min(lo, r.offset_start), max(hi, r.offset_end))
+        self.planned_bytes = sum(r.byte_end - r.byte_start for r in ranges if isinstance(r, RemoteRange)) + \
+            sum(r.estimated_bytes for r in ranges if isinstance(r, BrokerRange))
+        self._read = False
+
+    @property
+    def read_id(self) -> str:
+        return self.totals.read_id
+
+    @property
+    def planned_offsets(self) -> int:
+        """Offsets the scan covers (records, plus what compaction, aborted transactions and
+        control batches leave out)."""
+        return sum(hi - lo for lo, hi in self.offsets.values())
+
+    @property
+    def schema(self):
+        from ..records.schema import kafka_schema
+        return kafka_schema(self.options.include_headers)
+
+    def reader(self):
+        """The scan's ``pyarrow.RecordBatchReader``; the tasks start when it is first read."""
+        import pyarrow as pa
+
+        from .window import TaskWindow
+        if self._read:
+            raise RuntimeError("this scan has been read already; scan() again to read it again")
+        self._read = True
+        window = TaskWindow(self.tasks, _task_runner(self.options, self.row_filter, self.totals, len(self.tasks)),
+                            self.config.workers)
+        inner = pa.RecordBatchReader.from_batches(self.schema, _batches(window, self.totals))
+        # A reader over the C stream of ``inner``: its close() releases the stream, which drops
+        # the generator and so stops the workers (close() on a from_batches reader does not).
+        return pa.RecordBatchReader.from_stream(inner)
 
 
 def _task_runner(options: Any, row_filter: Any, totals: Any, planned: int):
