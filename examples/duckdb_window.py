@@ -37,7 +37,7 @@ def produce(bootstrap: str, partitions: int, records: int, days: int) -> None:
     """``records`` orders spread evenly over ``days`` days from DAY0, keyed by customer."""
     from confluent_kafka import Producer
     rng = random.Random(11)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "zstd",
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 64 << 10, "compression.type": "zstd",
                   "enable.idempotence": True, "logger": logging.getLogger("librdkafka")})
     start_ms = int(DAY0.timestamp() * 1000)
     step = days * 86_400_000 / records
@@ -62,6 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=150_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--days", type=int, default=3)
+    ap.add_argument("--segment-bytes", type=int, default=128 << 10, help="the broker rolls segments at this size")
     ap.add_argument("--s3", action="store_true", help="tier to a moto S3 server instead of a directory")
     args = ap.parse_args(argv)
 
@@ -92,7 +93,8 @@ def main(argv=None) -> int:
         cluster_kw.update(remote_storage=f"file://{remote}")
         storage = {"remote.storage.uri": f"file://{remote}"}
     try:
-        with EmbeddedCluster(data_dir=os.path.join(work, "broker"), segment_bytes=256 << 10, **cluster_kw) as cluster:
+        with EmbeddedCluster(data_dir=os.path.join(work, "broker"), segment_bytes=args.segment_bytes,
+                             **cluster_kw) as cluster:
             cluster.create_topic(TOPIC, args.partitions)
             t0 = time.perf_counter()
             produce(cluster.bootstrap_servers, args.partitions, args.records, args.days)
@@ -112,7 +114,8 @@ def main(argv=None) -> int:
             reader = kts.scan(options, where=where)   # noqa: F841  (planned here; DuckDB finds it by name)
             duckdb.sql("CREATE TABLE day AS SELECT * FROM reader")
             took = time.perf_counter() - t0
-            n, first, last = duckdb.sql("SELECT count(*), min(timezone('UTC', timestamp)), max(timezone('UTC', timestamp)) FROM day").fetchall()[0]
+            n, first, last = duckdb.sql("SELECT count(*), min(timezone('UTC', timestamp)), "
+                                        "max(timezone('UTC', timestamp)) FROM day").fetchall()[0]
             print(f"read {n:,} orders of {day:%Y-%m-%d} into DuckDB in {took:.2f} s "
                   f"({first:%H:%M:%S} .. {last:%H:%M:%S} UTC)")
             print("orders per hour (first six):")

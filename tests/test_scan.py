@@ -293,3 +293,20 @@ def test_an_error_while_reading_names_its_class_and_where(cluster, tmp_path):
         reader.read_all()
     text = str(info.value)
     assert text.startswith("Invalid: CorruptRecordError: CRC-32C mismatch") and "byte position" in text, text[:500]
+
+
+def test_the_duckdb_example_reads_one_day(tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, os.path.join(root, "examples", "duckdb_window.py"), "--records", "30000",
+                           "--segment-bytes", "16384"],
+                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert re.search(r"^read 10,000 orders of 2026-10-01 into DuckDB in [\d.]+ s \(00:0\d:\d\d \.\. 23:5\d:\d\d UTC\)$",
+                     out, re.M), out
+    assert "storage checked" in out and re.search(r"^the read cost: \$\d+\.\d{6} for \d+ GETs", out, re.M), out
+    assert proc.stderr.strip() == "", proc.stderr[-2000:]
