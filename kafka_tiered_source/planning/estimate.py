@@ -41,7 +41,9 @@ class Estimate:
     by_partition: dict = field(default_factory=dict)
     where: str = ""           # the pushed-down filters the plan read less with ("" = none)
     check_gets: int = 0       # the driver's storage check (preflight.check_gets)
-    storage_check: str = NOT_CHECKED   # CHECKED, NOT_CHECKED or NOTHING_TO_CHECK
+    # CHECKED, NOT_CHECKED or NOTHING_TO_CHECK; "" for a count alone (estimate_plan: the budget
+    # check, a job description), which says nothing about storage
+    storage_check: str = ""
 
     @property
     def storage_note(self) -> str:
@@ -50,8 +52,10 @@ class Estimate:
             return "storage checked: it answered with these options"
         if self.storage_check == NOTHING_TO_CHECK:
             return "storage not needed: nothing is read from it directly"
-        return ("storage NOT checked (check=False): a wrong prefix, layout, bucket or key would only "
-                "show when the read starts")
+        if self.storage_check == NOT_CHECKED:
+            return ("storage NOT checked (check=False): a wrong prefix, layout, bucket or key would only "
+                    "show when the read starts")
+        return ""
 
     def __str__(self) -> str:
         return (f"{self.gets:,} GETs ({self.log_gets:,} ranged + {self.manifest_gets:,} manifests), "
@@ -60,7 +64,8 @@ class Estimate:
                 f"{self.broker_ranges} broker ranges (~{self.broker_bytes:,} bytes via brokers); "
                 f"segments located by " + (", ".join(f"{n} ({k} partitions)" for n, k in
                                                       sorted(self.locators.items())) or "none")
-                + (f"; rows where {self.where}" if self.where else "") + f"; {self.storage_note}")
+                + (f"; rows where {self.where}" if self.where else "")
+                + (f"; {self.storage_note}" if self.storage_check else ""))
 
     def as_dict(self) -> dict:
         """JSON-able: every count, the dollars, the price model and the per-partition figures."""
@@ -69,7 +74,7 @@ class Estimate:
                 "remote_ranges": self.remote_ranges, "broker_ranges": self.broker_ranges,
                 "broker_bytes": self.broker_bytes, "price_model": self.model.describe(),
                 "locators": dict(self.locators), "where": self.where or None,
-                "storage_check": self.storage_check,
+                "storage_check": self.storage_check or None,
                 "partitions": {k: dict(v) for k, v in self.by_partition.items()}}
 
 
@@ -171,7 +176,7 @@ def estimate_checked(planned: Plan, options, check: bool = True) -> Estimate:
     if not checks_storage(planned, options):
         return replace(est, storage_check=NOTHING_TO_CHECK)
     if not check:
-        return est
+        return replace(est, storage_check=NOT_CHECKED)
     preflight(planned, options)
     return replace(est, storage_check=CHECKED)
 
