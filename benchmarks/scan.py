@@ -29,12 +29,13 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
-def _task_ipc(options, task, send: bool):
+def _task_ipc(options: Any, task: Any, send: bool) -> tuple[int, Any]:
     """In a worker process: read one task; its batches as Arrow IPC bytes, or just the rows."""
     import pyarrow as pa
 
@@ -53,7 +54,7 @@ def _task_ipc(options, task, send: bool):
     return rows, (sink.getvalue() if sink is not None else None)
 
 
-def _by_processes(pool, options, tasks, send: bool) -> int:
+def _by_processes(pool: ProcessPoolExecutor, options: Any, tasks: list, send: bool) -> int:
     import pyarrow as pa
     rows = 0
     for n, buf in pool.map(_task_ipc, [options] * len(tasks), tasks, [send] * len(tasks)):
@@ -69,12 +70,12 @@ def _by_scan(opts: dict, workers: int) -> int:
     return sum(b.num_rows for b in kts.scan(opts, **{"scan.workers": str(workers)}))
 
 
-def _counting(seconds: float, during=None) -> float:
+def _counting(seconds: float, during: Callable[[], Any] | None = None) -> float:
     """Iterations per second of a pure-Python loop in a thread, alone or while ``during`` runs."""
     stop = threading.Event()
     count = [0]
 
-    def loop():
+    def loop() -> None:
         n = 0
         while not stop.is_set():
             n += 1
@@ -92,7 +93,7 @@ def _counting(seconds: float, during=None) -> float:
     return count[0] / (time.perf_counter() - t0)
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_600_000)
     ap.add_argument("--repeat", type=int, default=3)

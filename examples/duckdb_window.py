@@ -25,6 +25,7 @@ import random
 import sys
 import tempfile
 import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -57,7 +58,14 @@ def produce(bootstrap: str, partitions: int, records: int, days: int) -> None:
         raise RuntimeError("the producer did not flush")
 
 
-def main(argv=None) -> int:
+def rows(duckdb: Any, sql: str) -> list:
+    """A query's rows (``duckdb.sql`` returns None only for statements without a result)."""
+    relation = duckdb.sql(sql)
+    assert relation is not None, sql
+    return relation.fetchall()
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=150_000)
     ap.add_argument("--partitions", type=int, default=4)
@@ -80,6 +88,7 @@ def main(argv=None) -> int:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         moto.start()
+        assert moto._server is not None
         endpoint = f"http://127.0.0.1:{moto._server.server_port}"
         boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="demo",
                      aws_secret_access_key="demo-secret").create_bucket(Bucket="tiered")
@@ -114,19 +123,19 @@ def main(argv=None) -> int:
             reader = kts.scan(options, where=where)   # noqa: F841  (planned here; DuckDB finds it by name)
             duckdb.sql("CREATE TABLE day AS SELECT * FROM reader")
             took = time.perf_counter() - t0
-            n, first, last = duckdb.sql("SELECT count(*), min(timezone('UTC', timestamp)), "
-                                        "max(timezone('UTC', timestamp)) FROM day").fetchall()[0]
+            n, first, last = rows(duckdb, "SELECT count(*), min(timezone('UTC', timestamp)), "
+                                          "max(timezone('UTC', timestamp)) FROM day")[0]
             print(f"read {n:,} orders of {day:%Y-%m-%d} into DuckDB in {took:.2f} s "
                   f"({first:%H:%M:%S} .. {last:%H:%M:%S} UTC)")
             print("orders per hour (first six):")
-            for hour, count, amount in duckdb.sql(
-                    "SELECT date_trunc('hour', timezone('UTC', timestamp)) AS hour, count(*), "
+            for hour, count, amount in rows(
+                    duckdb, "SELECT date_trunc('hour', timezone('UTC', timestamp)) AS hour, count(*), "
                     "round(sum(CAST(json_extract(decode(value), '$.amount') AS DOUBLE)), 2) "
-                    "FROM day GROUP BY 1 ORDER BY 1 LIMIT 6").fetchall():
+                    "FROM day GROUP BY 1 ORDER BY 1 LIMIT 6"):
                 print(f"  {hour:%Y-%m-%d %H:00}  {count:>6,} orders  {amount:>12,.2f}")
             print("busiest customers:")
-            for key, count in duckdb.sql("SELECT decode(key), count(*) FROM day GROUP BY 1 "
-                                         "ORDER BY 2 DESC, 1 LIMIT 3").fetchall():
+            for key, count in rows(duckdb, "SELECT decode(key), count(*) FROM day GROUP BY 1 "
+                                           "ORDER BY 2 DESC, 1 LIMIT 3"):
                 print(f"  {key}  {count:,} orders")
 
             stats = kts.last_read_stats()

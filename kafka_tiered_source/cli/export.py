@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from . import command, examples
 from .estimate import add_read_arguments, add_window_arguments, read_options, report_error, window_options
@@ -47,7 +47,7 @@ PARTITION_COLUMNS = ("topic", "partition")
 
 
 @command("export", "Read a topic (or a window of it) without Spark and write it to Parquet.")
-def _export_setup(p: argparse.ArgumentParser):
+def _export_setup(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = EXAMPLES
     add_read_arguments(p, check=False)
@@ -72,7 +72,7 @@ def _export_setup(p: argparse.ArgumentParser):
     return _export_run
 
 
-def _export_run(args) -> int:
+def _export_run(args: argparse.Namespace) -> int:
     from ..errors import KafkaTieredError
     try:
         return export(args, sys.stdout, sys.stderr)
@@ -80,7 +80,7 @@ def _export_run(args) -> int:
         return report_error("export", exc)
 
 
-def export(args, out: TextIO, err: TextIO) -> int:
+def export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Plan, read and write; the summary to ``out``, progress to ``err`` (a terminal)."""
     import kafka_tiered_source as kts
 
@@ -179,7 +179,7 @@ class DatasetWriter:
         self.bytes_written = 0
         self._buffered = 0
 
-    def write(self, batch) -> None:
+    def write(self, batch: Any) -> None:
         if not batch.num_rows:
             return
         topic, partition = batch.column("topic")[0].as_py(), batch.column("partition")[0].as_py()
@@ -259,7 +259,7 @@ class Progress:
         self._shown = 0.0
         self._width = 0
 
-    def update(self, batch) -> None:
+    def update(self, batch: Any) -> None:
         self.records += batch.num_rows
         self.nbytes += batch.nbytes
         if batch.num_rows:

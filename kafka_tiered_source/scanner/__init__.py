@@ -21,14 +21,18 @@ Nothing here imports Spark.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .options import ScanConfig, split_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["scan", "open_scan", "Scan", "ScanConfig"]
 
 
-def scan(options: dict | None = None, *, where: Any = None, time_zone: str = "UTC", **kw: Any):
+def scan(options: dict | None = None, *, where: Any = None, time_zone: str = "UTC",
+         **kw: Any) -> "pa.RecordBatchReader":
     """Plan the read now (a broker answers, storage is checked; errors raise here) and return
     a ``pyarrow.RecordBatchReader`` whose batches are read as they are taken, ``scan.workers``
     tasks at a time.  ``where``: the filters to read with (a SQL condition, Spark filter
@@ -86,11 +90,11 @@ class Scan:
         return sum(hi - lo for lo, hi in self.offsets.values())
 
     @property
-    def schema(self):
+    def schema(self) -> "pa.Schema":
         from ..records.schema import kafka_schema
         return kafka_schema(self.options.include_headers)
 
-    def reader(self):
+    def reader(self) -> "pa.RecordBatchReader":
         """The scan's ``pyarrow.RecordBatchReader``; the tasks start when it is first read."""
         import pyarrow as pa
 
@@ -106,16 +110,16 @@ class Scan:
         return pa.RecordBatchReader.from_stream(inner)
 
 
-def _task_runner(options: Any, row_filter: Any, totals: Any, planned: int):
+def _task_runner(options: Any, row_filter: Any, totals: Any, planned: int) -> Callable[[Any], Iterator[Any]]:
     from ..executor.run import run_task
 
-    def run(task: Any):
+    def run(task: Any) -> Iterator[Any]:
         return run_task(options, task, read_id=totals.read_id, tasks_planned=planned, accumulator=totals,
                         row_filter=row_filter)
     return run
 
 
-def _batches(window: Any, totals: Any):
+def _batches(window: Any, totals: Any) -> Iterator[Any]:
     import pyarrow as pa
 
     from ..errors import KafkaTieredError

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from ..metrics.reader import ReadHistory, ReadTotals
 
@@ -19,7 +20,7 @@ class ScanTotals:
     """Where one scan's tasks add their totals (``finish_task`` calls :meth:`add`, as it does a
     Spark accumulator's); the storage check's GETs are in from the start."""
 
-    def __init__(self, read_id: str, tasks_planned: int, carried: ReadTotals | None, cost=None):
+    def __init__(self, read_id: str, tasks_planned: int, carried: ReadTotals | None, cost: Any = None):
         self.read_id = read_id
         first = ReadTotals(read_id=read_id, cost=cost, tasks_planned=tasks_planned)
         if carried is not None:
