@@ -62,7 +62,6 @@ class Scan:
     """A planned scan: its options, tasks and totals so far; :meth:`reader` reads it (once)."""
 
     def __init__(self, options: Any, config: ScanConfig, tasks: list, carried: Any, row_filter: Any):
-        from ..planning.tasks import BrokerRange, RemoteRange
         from .history import ScanTotals
         self.options = options
         self.config = config
@@ -75,8 +74,6 @@ class Scan:
         for r in ranges:
             lo, hi = self.offsets.get((r.topic, r.partition), (r.offset_start, r.offset_end))
             self.offsets[(r.topic, r.partition)] = (min(lo, r.offset_start), max(hi, r.offset_end))
-        self.planned_bytes = sum(r.byte_end - r.byte_start for r in ranges if isinstance(r, RemoteRange)) + \
-            sum(r.estimated_bytes for r in ranges if isinstance(r, BrokerRange))
         self._read = False
 
     @property
