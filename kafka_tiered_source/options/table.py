@@ -25,7 +25,7 @@ MIB = 1024 * KIB
 
 # How each family names its options in messages (see values.py).
 LABELS = {"spark": "Option '{}'", "streaming": "Option '{}'", "source": "Option '{}'",
-          "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'",
+          "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'", "scan": "Option '{}'",
           "storage": "option {}", "s3": "option {}", "gcs": "option {}", "azure": "option {}",
           "fsspec": "option {}", "aiven": "option {}", "fetch": "option {}", "kafka": "{}"}
 
@@ -36,6 +36,7 @@ GROUP_TITLES = {
     "fsspec": "fsspec (`remote.storage.fetcher=fsspec`)",
     "aiven": "Encrypted Aiven segments (`remote.storage.layout=aiven`)", "fetch": "Direct reads",
     "cost": "Costs", "quota": "Quotas", "metrics": "Metrics",
+    "scan": "`kafka_tiered_source.scan()` and `kafka-tiered export` (Spark reads ignore them)",
     "kafka": "Kafka client (`kafka.` + the property)",
 }
 
@@ -188,6 +189,9 @@ OPTIONS: tuple[Option, ...] = (
       "(default on Connect after `register()`: each machine's temp directory)", v.nonempty),
     O("telemetry.push.enabled", "metrics", "push task metrics to the broker (KIP-714) when it asks",
       SPARK_BOOL, True),
+    # -- scan() only: it runs the tasks itself, where Spark runs them in its executors ----------
+    O("scan.workers", "scan", "tasks read at once, on threads (the native decoder releases the GIL); "
+      "default: the machine's cores", _int(1, 1024)),
 )
 
 KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) for n, d, p, dflt, s in (
