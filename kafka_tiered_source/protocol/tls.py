@@ -92,11 +92,13 @@ def _build_client_context(cfg: ClientConfig) -> ssl.SSLContext:
         else:
             trust(ctx, trusted, trust_opts)
     if cfg.ssl_certfile:
+        asked = _Asked(_get(cfg.ssl_key_password))
         try:
-            ctx.load_cert_chain(cfg.ssl_certfile, cfg.ssl_keyfile, password=_get(cfg.ssl_key_password) or "")
+            ctx.load_cert_chain(cfg.ssl_certfile, cfg.ssl_keyfile, password=asked)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(_chain_error(exc, "ssl.certfile", "ssl.keyfile", "ssl.key.password"),
-                              option=_chain_option(exc, "ssl.certfile", "ssl.key.password")) from None
+            raise ConfigError(_chain_error(exc, asked, "ssl.certfile", cfg.ssl_keyfile or "ssl.certfile",
+                                           "ssl.key.password"),
+                              option=_chain_option(exc, asked, "ssl.certfile", "ssl.key.password")) from None
     else:
         entry = read_keystore(key_opts)
         if entry is not None:
@@ -148,12 +150,26 @@ def present(ctx: ssl.SSLContext, entry: KeyEntry, opts: StoreOptions) -> None:
     """Load ``entry``'s key and chain into ``ctx`` without writing them to disk."""
     text = entry.key_pem + "".join(c.pem for c in entry.chain)
     key_opt = opts.name("key") if opts.inline_key is not None else entry.source
+    asked = _Asked(entry.key_password)
     try:
         with _memory_file(text.encode("ascii")) as path:
-            ctx.load_cert_chain(path, password=entry.key_password or "")
+            ctx.load_cert_chain(path, password=asked)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(_chain_error(exc, entry.source, key_opt, opts.name("key.password")),
-                          option=_chain_option(exc, entry.source, opts.name("key.password"))) from None
+        where = f"{key_opt} {opts.location!r}" if opts.inline_key is None and opts.location else key_opt
+        raise ConfigError(_chain_error(exc, asked, entry.source, where, opts.name("key.password")),
+                          option=_chain_option(exc, asked, entry.source, opts.name("key.password"))) from None
+
+
+class _Asked:
+    """The key password for OpenSSL, noting whether it was asked for: an encrypted key that
+    still fails to load after that was given the wrong password (OpenSSL only says "PEM lib")."""
+
+    def __init__(self, password: str | None):
+        self.password, self.asked = password, False
+
+    def __call__(self) -> str:
+        self.asked = True
+        return self.password or ""
 
 
 @contextmanager
@@ -184,16 +200,26 @@ def _reason(exc: BaseException) -> str:
     return str(getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc)
 
 
-def _chain_option(exc: BaseException, chain_opt: str, password_opt: str) -> str:
-    return password_opt if "DECRYPT" in _reason(exc).upper() or "PASSWORD" in _reason(exc).upper() else chain_opt
+def _wrong_password(exc: BaseException, asked: _Asked) -> bool:
+    upper = _reason(exc).upper()
+    return "DECRYPT" in upper or (asked.asked and not _mismatch(upper))
 
 
-def _chain_error(exc: BaseException, chain_opt: str, key_opt: str, password_opt: str) -> str:
+def _mismatch(upper: str) -> bool:
+    # a key of the certificate's type that differs, or a key of another type (no certificate in its slot)
+    return "KEY_VALUES_MISMATCH" in upper or "NO_CERTIFICATE_ASSIGNED" in upper
+
+
+def _chain_option(exc: BaseException, asked: _Asked, chain_opt: str, password_opt: str) -> str:
+    return password_opt if _wrong_password(exc, asked) else chain_opt
+
+
+def _chain_error(exc: BaseException, asked: _Asked, chain_opt: str, key_opt: str, password_opt: str) -> str:
     reason = _reason(exc)
-    upper = reason.upper()
-    if "DECRYPT" in upper or "PASSWORD" in upper:
-        return f"{password_opt} is wrong for the key in {key_opt}"
-    if "KEY_VALUES_MISMATCH" in upper:
+    if _wrong_password(exc, asked):
+        return (f"{password_opt} is wrong for the key in {key_opt}" if asked.password
+                else f"the key in {key_opt} is encrypted: set {password_opt}")
+    if _mismatch(reason.upper()):
         return f"the private key of {key_opt} does not belong to the first certificate of {chain_opt}"
     return f"{chain_opt}: the key or certificate chain cannot be used: {reason}"
 
