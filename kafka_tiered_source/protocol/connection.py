@@ -92,8 +92,9 @@ class BrokerConnection:
                 sock = self._tls.wrap_socket(sock, server_hostname=self.host)
         except ssl.SSLError as exc:
             sock.close()
+            # an end of stream may be a restart (retried); a refusal is final
             raise BrokerError(f"TLS handshake failed: {tls.describe_failure(exc, cfg, self.host)}",
-                              broker=self.address) from None
+                              broker=self.address, retriable=isinstance(exc, ssl.SSLEOFError)) from None
         except OSError as exc:
             sock.close()
             raise BrokerError(f"TLS handshake failed: {exc}", broker=self.address, retriable=True) from None

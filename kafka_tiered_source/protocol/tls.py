@@ -235,7 +235,7 @@ def describe_failure(exc: ssl.SSLError, cfg: ClientConfig, host: str) -> str:
                     f"renew it")
         if code == 9:
             return f"the broker's certificate is not valid yet ({exc.verify_message})"
-        if code == 62:
+        if code in (62, 64):
             return (f"the broker's certificate does not name the host {host!r}; fix the advertised "
                     f"listener, or turn the check off with ssl.endpoint.identification.algorithm= (empty)")
         if code in (2, 18, 19, 20, 21):
@@ -243,6 +243,9 @@ def describe_failure(exc: ssl.SSLError, cfg: ClientConfig, host: str) -> str:
                     "ssl.truststore.location or ssl.truststore.certificates (or ssl.cafile) "
                     f"({exc.verify_message})")
         return f"the broker's certificate was refused: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLEOFError):
+        return ("the broker closed the connection during the TLS handshake: is this a TLS listener "
+                "(security.protocol SSL or SASL_SSL), and does it accept these TLS versions?")
     reason = _reason(exc)
     upper = reason.upper()
     has_key = bool(cfg.ssl_keystore_location or cfg.ssl_keystore_key or cfg.ssl_certfile)
