@@ -117,6 +117,14 @@ class OAuthServer:
         sig = key.sign(signed.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
         return f"{signed}.{b64url(sig)}"
 
+    def twin(self, *, ssl_context: ssl.SSLContext | None = None) -> "OAuthServer":
+        """Another endpoint of the same provider (same clients, keys, issuer and audience), e.g.
+        the https face of an http one.  Not started."""
+        other = OAuthServer(self.clients, issuer=self.issuer, audience=self.audience, lifetime_s=self.lifetime_s,
+                            lifetimes=self.lifetimes, ssl_context=ssl_context)
+        other._keys = self._keys
+        return other
+
     def fail_next(self, n: int, status: int = 503) -> None:
         with self._lock:
             self._fail += [status] * n

@@ -5,7 +5,7 @@ Kafka's OAuthBearerValidatorCallbackHandler (BrokerJwtValidator, jose4j undernea
   refused, as DISALLOW_NONE does); the key set is fetched from
   ``sasl.oauthbearer.jwks.endpoint.url`` (``http(s)`` or ``file:``), again every
   ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` and when an unknown ``kid`` arrives
-  (RefreshingHttpsJwks, at most once a second);
+  (RefreshingHttpsJwks, at most once a minute per kid);
 * ``exp`` and ``iat`` present, ``exp`` and ``nbf`` within ``sasl.oauthbearer.clock.skew.seconds``;
 * ``iss`` equal to ``sasl.oauthbearer.expected.issuer`` when that is set;
 * ``aud`` holding one of ``sasl.oauthbearer.expected.audience`` when that is set, and, as jose4j
@@ -29,6 +29,8 @@ from urllib.parse import urlsplit
 from ..errors import ConfigError, SaslError
 
 _HASHES = {"256": "SHA256", "384": "SHA384", "512": "SHA512"}
+#: RefreshingHttpsJwks: an unknown kid triggers a fetch at most once a minute
+MISSING_KID_RETRY_S = 60.0
 _CURVES = {"P-256": "SECP256R1", "P-384": "SECP384R1", "P-521": "SECP521R1"}
 
 
@@ -98,15 +100,20 @@ class OAuthValidatorConfig:
 class JwtValidator:
     config: OAuthValidatorConfig
     _keys: dict = field(default_factory=dict)
-    _fetched_at: float = 0.0
+    _fetched_at: float = -1e18
+    _missing: dict = field(default_factory=dict)     # kid -> when a fetch last looked for it
     _lock: threading.Lock = field(default_factory=threading.Lock)
     jwks_fetches: int = 0
 
-    def _refresh(self, *, force: bool) -> None:
+    def _refresh(self, *, missing=None) -> None:
         with self._lock:
             now = time.monotonic()
             stale = now - self._fetched_at > self.config.jwks_refresh_ms / 1000
-            if not (stale or (force and now - self._fetched_at >= 1.0)):
+            expedite = False
+            if missing is not None and now - self._missing.get(missing, -MISSING_KID_RETRY_S) >= MISSING_KID_RETRY_S:
+                self._missing[missing] = now
+                expedite = True
+            if not (stale or expedite):
                 return
             url = self.config.jwks_endpoint_url
             try:
@@ -123,9 +130,9 @@ class JwtValidator:
             self.jwks_fetches += 1
 
     def _key(self, kid):
-        self._refresh(force=False)
+        self._refresh()
         if kid not in self._keys:
-            self._refresh(force=True)       # a key rotated in since the last fetch
+            self._refresh(missing=kid)      # a key rotated in since the last fetch
         jwk = self._keys.get(kid)
         if jwk is None:
             raise SaslError(f"no key with kid {kid!r} in the JWKS")
