@@ -9,7 +9,8 @@ Kafka cluster's OAUTHBEARER listener serves them.
 ``lifetime_s`` sets how long tokens live (per client too, ``lifetimes``); ``rotate_key()`` starts
 signing with a new key (the JWKS then lists both); ``fail_next(n, status)`` answers the next
 ``n`` token requests with that status (retry tests); ``mint(...)`` makes a token directly
-(static token files, expired or foreign tokens).  ``issued`` counts tokens per client id.
+(static token files, expired or foreign tokens).  ``issued`` counts tokens per client id,
+``minted`` keeps every token made.
 Optional TLS (``ssl_context``) for an https endpoint.  Needs ``cryptography``."""
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ class OAuthServer:
         self.issuer, self.audience = issuer, audience
         self.lifetime_s, self.lifetimes = lifetime_s, dict(lifetimes or {})
         self.issued: dict[str, int] = {}
+        self.minted: list[str] = []        # every token made (tests search outputs for them)
         self.token_requests = 0
         self.jwks_requests = 0
         self._fail: list[int] = []
@@ -115,7 +117,9 @@ class OAuthServer:
         header = {"alg": "RS256", "typ": "JWT", "kid": key_id}
         signed = f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(body).encode())}"
         sig = key.sign(signed.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
-        return f"{signed}.{b64url(sig)}"
+        token = f"{signed}.{b64url(sig)}"
+        self.minted.append(token)
+        return token
 
     def twin(self, *, ssl_context: ssl.SSLContext | None = None) -> "OAuthServer":
         """Another endpoint of the same provider (same clients, keys, issuer and audience), e.g.
