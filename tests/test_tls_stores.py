@@ -15,8 +15,8 @@ import ssl
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, pkcs12
 
-from tls_material import (CA_PEM, CLIENT_KEY_PW, CLIENT_STORE_PW, KEYSTORES, P12_PW, PASSWORDS, PEM_KEY_PW,
-                          TRUST_PW, TRUSTSTORES, path, self_signed, text)
+from tls_material import (CA_PEM, CLIENT_KEY_PW, CLIENT_STORE_PW, KEYSTORES, P12_PW, PASSWORDS, TRUST_PW,
+                          TRUSTSTORES, path, self_signed, text)
 
 from kafka_tiered_source import planning
 from kafka_tiered_source.cli.properties import parse_properties
@@ -208,11 +208,21 @@ def test_a_key_that_does_not_belong_to_the_chain_is_named():
     ({"ssl.certfile": path("client-chain.pem"), **KEYSTORES["pkcs12"][0]}, "ssl.certfile"),
     ({"ssl.enabled.protocols": "TLSv1.1"}, "ssl.enabled.protocols"),
     ({"ssl.protocol": "SSLv3"}, "ssl.protocol"),
+    ({"ssl.cipher.suites": "TLS_AES_256_GCM_SHA384"}, "ssl.cipher.suites"),
+    ({"ssl.keymanager.algorithm": "IbmX509"}, "ssl.keymanager.algorithm"),
+    ({"ssl.engine.factory.class": "com.example.Factory"}, "ssl.engine.factory.class"),
 ])
 def test_conflicting_or_unsafe_tls_options_are_refused(props, option):
     with pytest.raises(ConfigError) as ei:
         ClientConfig.from_properties(_ssl(**props))
     assert ei.value.option == option
+
+
+def test_jvm_defaults_copied_from_a_java_config_are_accepted():
+    cfg = ClientConfig.from_properties(_ssl(**{"ssl.keymanager.algorithm": "SunX509",
+                                               "ssl.trustmanager.algorithm": "PKIX",
+                                               "ssl.secure.random.implementation": "SHA1PRNG", **TRUSTSTORES["jks"]}))
+    assert tls.client_context(cfg).verify_mode == ssl.CERT_REQUIRED
 
 
 def test_tls_versions_follow_kafka_options():

@@ -78,7 +78,6 @@ def _broker_setup(p: argparse.ArgumentParser):
 
 
 def _broker_run(args) -> int:
-    from ..errors import ConfigError
     from ..testing.cluster import EmbeddedCluster
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -30,6 +30,14 @@ GSSAPI_REFUSAL = (
 # One JAAS login-module entry: Name flag key=value ... ;  (values quoted, with \" and \\, or bare)
 _JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))')
 _JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
+# Kafka ssl.* settings that choose JVM machinery: accepted when they name Java's default (which
+# means nothing to OpenSSL), else refused; None: always refused.
+_JVM_ONLY: dict[str, tuple[tuple, str]] = {
+    "ssl.keymanager.algorithm": (("SunX509", "PKIX", "NewSunX509"), "a JVM key manager algorithm"),
+    "ssl.trustmanager.algorithm": (("PKIX", "SunX509"), "a JVM trust manager algorithm"),
+    "ssl.cipher.suites": ((), "Java cipher suites (OpenSSL's defaults for TLSv1.2 and TLSv1.3 are used)"),
+    "ssl.provider": ((), "a JVM security provider"),
+    "ssl.engine.factory.class": ((), "a Java class")}
 _OAUTH_KEYS = frozenset({*OAUTH_PROPERTIES, "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope",
                          "sasl.oauthbearer.client.credentials.client.id",
                          "sasl.oauthbearer.client.credentials.client.secret"})
@@ -217,8 +225,16 @@ class ClientConfig:
                 kw["ssl_check_hostname"] = str(value).strip().lower() == "https"
             elif key in ("ssl.protocol", "ssl.enabled.protocols"):
                 kw["ssl_enabled_protocols"] = _protocols(key, value, kw.get("ssl_enabled_protocols"))
+            elif key in _JVM_ONLY:
+                accepted, what = _JVM_ONLY[key]
+                if str(value).strip() not in accepted:
+                    default = f" (only Java's default, {' or '.join(accepted)}, is accepted)" if accepted else ""
+                    raise ConfigError(f"{key} names {what}; kafka-tiered's TLS is OpenSSL's and cannot use "
+                                      f"it{default}: remove the option", option=key)
             elif key.startswith("sasl.kerberos."):
                 raise ConfigError(f"{key}: {GSSAPI_REFUSAL}", option=key)
+            elif key == "ssl.secure.random.implementation":
+                continue          # a JVM random generator: OpenSSL's own serves
             elif key == "sasl.login.callback.handler.class":
                 handler = str(value)
             elif key in _OAUTH_KEYS:
@@ -234,7 +250,7 @@ class ClientConfig:
         sasl = str(kw.get("security_protocol", "PLAINTEXT")).startswith("SASL_")
         if mechanism == "GSSAPI":
             raise ConfigError(f"sasl.mechanism=GSSAPI: {GSSAPI_REFUSAL}", option="sasl.mechanism")
-        module, options = None, {}
+        module, options = None, {}  # type: tuple[str | None, dict[str, str]]
         if jaas is not None:
             module, _, options = parse_jaas(jaas)
             if module.endswith("Krb5LoginModule"):

@@ -220,13 +220,23 @@ KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) fo
      v.text, None, False),
     ("ssl.keystore.key", "client private key as PEM text (ssl.keystore.type=PEM)", v.text, None, True),
     ("ssl.protocol", "TLS, TLSv1.3 or TLSv1.2", v.text, None, False),
+    ("ssl.keymanager.algorithm", "Java's default (SunX509, PKIX) is accepted and means nothing here; others are "
+     "refused", v.text, None, False),
+    ("ssl.trustmanager.algorithm", "Java's default (PKIX, SunX509) is accepted and means nothing here; others are "
+     "refused", v.text, None, False),
+    ("ssl.secure.random.implementation", "accepted, means nothing here (OpenSSL's generator is used)", v.text,
+     None, False),
+    ("ssl.cipher.suites", "refused: Java cipher suite names; OpenSSL's defaults for TLSv1.2/1.3 are used",
+     v.text, None, False),
+    ("ssl.provider", "refused: a JVM security provider", v.text, None, False),
+    ("ssl.engine.factory.class", "refused: a Java class", v.text, None, False),
     ("ssl.enabled.protocols", "TLS versions to allow: TLSv1.2,TLSv1.3", v.text, None, False),
     ("sasl.login.callback.handler.class", "OAUTHBEARER: Kafka's OAuthBearerLoginCallbackHandler (the only "
      "handler understood)", v.text, None, False),
     ("sasl.oauthbearer.token.endpoint.url", "OAUTHBEARER: the OAuth token endpoint (client credentials), or "
-     "file:///path of a token", v.text, None, False),
+     "file:///path of a token", v.text, None, True),
     ("sasl.oauthbearer.client.credentials.client.id", "OAUTHBEARER: client id (instead of clientId in "
-     "sasl.jaas.config)", v.text, None, False),
+     "sasl.jaas.config)", v.text, None, True),
     ("sasl.oauthbearer.client.credentials.client.secret", "OAUTHBEARER: client secret (instead of clientSecret)",
      v.text, None, True),
     ("sasl.oauthbearer.scope", "OAUTHBEARER: scope to ask for (instead of scope in sasl.jaas.config)",

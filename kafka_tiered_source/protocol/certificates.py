@@ -117,7 +117,7 @@ def _string(tag: int, raw: bytes) -> str:
 
 def _name(data: bytes, start: int, end: int) -> str:
     rdns = []
-    for tag, vs, ve in _children(data, start, end):          # SET OF AttributeTypeAndValue
+    for _tag, vs, ve in _children(data, start, end):          # SET OF AttributeTypeAndValue
         parts = []
         for _, avs, ave in _children(data, vs, ve):
             oid, value = _children(data, avs, ave)[:2]

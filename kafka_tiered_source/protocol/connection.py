@@ -71,8 +71,8 @@ class BrokerConnection:
         # Stores are read now, so a wrong password or a missing file fails the client's creation
         # (the planner's) rather than a task's connection; the context is shared per process.
         self._tls = tls.client_context(config) if config.uses_ssl else None
-        self._tokens = (token_source(config.oauth) if config.uses_sasl and config.sasl_mechanism == "OAUTHBEARER"
-                        else None)
+        self._tokens = (token_source(config.oauth) if config.oauth is not None and config.uses_sasl
+                        and config.sasl_mechanism == "OAUTHBEARER" else None)
 
     def __repr__(self):
         return f"BrokerConnection({self.address}, node {self.node_id})"

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import logging
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
@@ -224,7 +225,7 @@ def _jks_key(protected: bytes, password: str, alias: str, opts: StoreOptions, sh
     while len(stream) < len(enc):
         digest = hashlib.sha1(pw + digest).digest()
         stream += digest
-    plain = bytes(a ^ b for a, b in zip(enc, stream))
+    plain = bytes(a ^ b for a, b in zip(enc, stream[:len(enc)], strict=True))
     if not hmac.compare_digest(hashlib.sha1(pw + plain).digest(), check) or not is_private_key_info(plain):
         raise ConfigError(f"{shown} is wrong for the key {alias!r} in {opts.name('location')} "
                           f"{opts.location!r}", option=option)
@@ -233,7 +234,7 @@ def _jks_key(protected: bytes, password: str, alias: str, opts: StoreOptions, sh
 
 # --- PKCS12 ---------------------------------------------------------------------------------
 
-def _pkcs12(data: bytes, opts: StoreOptions, passwords: list[tuple[str | None, str]]):
+def _pkcs12(data: bytes, opts: StoreOptions, passwords: Sequence[tuple[str | None, str]]):
     try:
         from cryptography.hazmat.primitives.serialization import pkcs12
     except ImportError:

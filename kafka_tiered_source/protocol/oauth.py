@@ -179,6 +179,7 @@ class TokenSource:
     def _post_once(self) -> str:
         cfg = self.cfg
         parts = urlsplit(cfg.token_endpoint_url)
+        host = parts.hostname or ""          # checked when the options were parsed
         client_id, secret = cfg.client_id or "", cfg.client_secret.get() if cfg.client_secret else ""
         if cfg.header_urlencode:
             client_id, secret = quote(client_id, safe=""), quote(secret, safe="")
@@ -191,9 +192,9 @@ class TokenSource:
         timeout = cfg.connect_timeout_ms / 1000
         if parts.scheme.lower() == "https":
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=timeout, context=endpoint_tls(cfg))
+                host, parts.port, timeout=timeout, context=endpoint_tls(cfg))
         else:
-            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+            conn = http.client.HTTPConnection(host, parts.port, timeout=timeout)
         try:
             conn.connect()
             if conn.sock is not None:

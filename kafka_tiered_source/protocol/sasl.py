@@ -63,7 +63,7 @@ def _h(hname, data):
 
 
 def _xor(a: bytes, b: bytes) -> bytes:
-    return bytes(x ^ y for x, y in zip(a, b))
+    return bytes(x ^ y for x, y in zip(a, b, strict=True))
 
 
 def _saslname(name: str) -> str:
@@ -175,8 +175,8 @@ class ScramServer:
         self.mechanism = mechanism
         self._lookup = lookup
         self._nonce = nonce or _nonce()
-        self._state = None
-        self.username = None
+        self._state: tuple | None = None
+        self.username: str | None = None
 
     def first(self, client_first: bytes) -> bytes:
         text = bytes(client_first).decode("utf-8")

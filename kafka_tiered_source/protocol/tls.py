@@ -126,7 +126,7 @@ def server_context(keystore: StoreOptions, truststore: StoreOptions | None, clie
         if trusted is None:
             raise ConfigError("ssl.client.auth needs a truststore (ssl.truststore.*) to check client "
                               "certificates against", option="ssl.client.auth")
-        trust(ctx, trusted, truststore)
+        trust(ctx, trusted, truststore)    # type: ignore[arg-type]  # not None: it gave certificates
         ctx.verify_mode = ssl.CERT_REQUIRED if client_auth == "required" else ssl.CERT_OPTIONAL
     return ctx
 

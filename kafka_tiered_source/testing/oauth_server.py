@@ -70,7 +70,7 @@ class OAuthServer:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"{'https' if self._ssl else 'http'}://{host}:{port}"
+        return f"{'https' if self._ssl else 'http'}://{host!s}:{port}"
 
     @property
     def token_endpoint_url(self) -> str:
@@ -113,7 +113,7 @@ class OAuthServer:
         body.update(claims)
         body = {k: v for k, v in body.items() if v is not None}
         with self._lock:
-            key_id, key = next((k for k in self._keys if k[0] == kid), None) if kid else self._keys[-1]
+            key_id, key = next(k for k in self._keys if k[0] == kid) if kid else self._keys[-1]
         header = {"alg": "RS256", "typ": "JWT", "kid": key_id}
         signed = f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(body).encode())}"
         sig = key.sign(signed.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())

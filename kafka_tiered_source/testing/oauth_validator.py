@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from typing import TypeGuard
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, SaslError
@@ -159,11 +160,12 @@ class JwtValidator:
     def _claims(self, claims: dict, now: float) -> ValidatedToken:
         cfg = self.config
         skew = cfg.clock_skew_s
-        exp, iat, nbf = claims.get("exp"), claims.get("iat"), claims.get("nbf")
-        if not _number(exp):
+        raw_exp, raw_iat, nbf = claims.get("exp"), claims.get("iat"), claims.get("nbf")
+        if not _number(raw_exp):
             raise SaslError("the JWT has no exp claim")
-        if not _number(iat):
+        if not _number(raw_iat):
             raise SaslError("the JWT has no iat claim")
+        exp, iat = float(raw_exp), float(raw_iat)    # type: ignore[arg-type]  # checked above
         if now > exp + skew:
             raise SaslError(f"the JWT expired at {exp} (now {now:.0f}, allowed skew {skew} s)")
         if _number(nbf) and now < nbf - skew:
@@ -186,7 +188,7 @@ class JwtValidator:
         return ValidatedToken(sub.strip(), int(exp * 1000), int(iat * 1000), scopes)
 
 
-def _number(v) -> bool:
+def _number(v) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -209,21 +211,21 @@ def _verify(alg: str, jwk: dict, signed: bytes, signature: bytes) -> None:
         if family in ("RS", "PS"):
             if jwk.get("kty") != "RSA":
                 raise SaslError(f"the JWKS key is {jwk.get('kty')}, the JWT needs RSA")
-            key = rsa.RSAPublicNumbers(int.from_bytes(unb64url(jwk["e"]), "big"),
-                                       int.from_bytes(unb64url(jwk["n"]), "big")).public_key()
+            rsa_key = rsa.RSAPublicNumbers(int.from_bytes(unb64url(jwk["e"]), "big"),
+                                           int.from_bytes(unb64url(jwk["n"]), "big")).public_key()
             pad = (padding.PKCS1v15() if family == "RS"
                    else padding.PSS(mgf=padding.MGF1(digest), salt_length=digest.digest_size))
-            key.verify(signature, signed, pad, digest)
+            rsa_key.verify(signature, signed, pad, digest)
         else:
             if jwk.get("kty") != "EC" or jwk.get("crv") not in _CURVES:
                 raise SaslError(f"the JWKS key is {jwk.get('kty')}/{jwk.get('crv')}, the JWT needs EC")
             curve = getattr(ec, _CURVES[jwk["crv"]])()
-            key = ec.EllipticCurvePublicNumbers(int.from_bytes(unb64url(jwk["x"]), "big"),
-                                                int.from_bytes(unb64url(jwk["y"]), "big"), curve).public_key()
+            ec_key = ec.EllipticCurvePublicNumbers(int.from_bytes(unb64url(jwk["x"]), "big"),
+                                                   int.from_bytes(unb64url(jwk["y"]), "big"), curve).public_key()
             half = len(signature) // 2
             der = encode_dss_signature(int.from_bytes(signature[:half], "big"),
                                        int.from_bytes(signature[half:], "big"))
-            key.verify(der, signed, ec.ECDSA(digest))
+            ec_key.verify(der, signed, ec.ECDSA(digest))
     except InvalidSignature:
         raise SaslError("the JWT's signature does not verify with the JWKS key") from None
     except (KeyError, ValueError) as exc:

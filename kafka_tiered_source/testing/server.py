@@ -211,13 +211,13 @@ class _Connection:
         self.scram = None
         self.raw_sasl = False      # SaslHandshake v0: bare tokens follow, no Kafka headers
         self.close_after = False
-        self.user = None
+        self.user: str | None = None
         self.muted_until = 0.0     # loop time before which no request is read (quota throttle)
         self.session_ends = None   # loop time the SASL session ends (KIP-368), None: never
         self.reauth_capable = False   # SaslAuthenticate v1+ seen: the client can re-authenticate
         self.reauth_from = None    # (mechanism, principal) while a re-authentication runs
         self.oauth_error = None    # OAUTHBEARER: the error challenge sent, awaiting the client's \x01
-        self.tls_principal = None  # mTLS: the client certificate's subject
+        self.tls_principal: str | None = None  # mTLS: the client certificate's subject
 
 
 class BrokerServer:
@@ -228,16 +228,16 @@ class BrokerServer:
         self.storage = storage
         self.coordinator = coordinator
         self.config = config
-        self.port = None
-        self.metrics_port = None
-        self._server = None
-        self._metrics_server = None
+        self.port: int | None = None
+        self.metrics_port: int | None = None
+        self._server: asyncio.Server | None = None
+        self._metrics_server: asyncio.Server | None = None
         self._conn_tasks: set = set()
         self._waiters: dict[tuple[str, int], set] = {}
         self._versions: dict[tuple[str, int], int] = {}    # bumped by notify()
-        self._loop = None
-        self._tls = None
-        self._txn_reaper = None
+        self._loop: asyncio.AbstractEventLoop = None       # type: ignore[assignment]  # set by start()
+        self._tls: _ssl.SSLContext | None = None
+        self._txn_reaper: asyncio.Task | None = None
         self._scram_creds = {}
         if config.sasl:
             for mech in config.sasl.mechanisms:
