@@ -38,7 +38,7 @@ pytestmark = pytest.mark.decoder
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 SECRET = "oauth-client-secret-Vx93"
-SHORT_S = 2.0            # lifetime of the "short" client's tokens
+SHORT_S = 1.5            # lifetime of the "short" client's tokens
 WANT = expected_rows("orders", 1, False, headers=False)
 
 
