@@ -10,6 +10,7 @@ tokens and token-endpoint failures named; key rotation; an https token endpoint;
 own OIDC client against the broker; a Spark read whose executors get their own tokens."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -33,8 +34,8 @@ from kafka_tiered_source.protocol.keystores import StoreOptions
 from kafka_tiered_source.protocol.oauth import forget_tokens
 from kafka_tiered_source.testing import EmbeddedCluster
 from kafka_tiered_source.testing.oauth_server import OAuthServer
+from kafka_tiered_source.testing.oauth_validator import unb64url
 
-pytestmark = pytest.mark.decoder
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 SECRET = "oauth-client-secret-Vx93"
@@ -89,6 +90,7 @@ def read_exact(c, opts: dict):
     return stats
 
 
+@pytest.mark.decoder
 def test_client_credentials_read_is_exact_with_one_token(cluster, idp):
     before = idp.issued.get("reader", 0)
     stats = read_exact(cluster, options(cluster, idp))
@@ -98,6 +100,7 @@ def test_client_credentials_read_is_exact_with_one_token(cluster, idp):
     assert cluster.security_stats()["authentications"][("OAUTHBEARER", "reader")] > 0
 
 
+@pytest.mark.decoder
 def test_token_refreshed_and_connection_reauthenticated_in_the_middle_of_a_read(cluster, idp):
     """Everything through the broker in small fetches; the read stops past the token's expiry
     between two fetches.  The next fetch re-authenticates the same connection with a fresh token
@@ -126,6 +129,7 @@ def test_token_refreshed_and_connection_reauthenticated_in_the_middle_of_a_read(
     assert stats["expired_sessions_closed"] == stats0["expired_sessions_closed"]
 
 
+@pytest.mark.decoder
 def test_a_streams_client_outlives_its_tokens(cluster, idp):
     """A stream keeps one client for its life: micro-batches planned after the first token
     expired go through the same, re-authenticated connection and read the new data exactly."""
@@ -153,6 +157,7 @@ def test_a_streams_client_outlives_its_tokens(cluster, idp):
     assert cluster.security_stats()["expired_sessions_closed"] == stats0["expired_sessions_closed"]
 
 
+@pytest.mark.decoder
 def test_a_static_token_file_reads_without_the_endpoint(cluster, idp, tmp_path):
     token = tmp_path / "token.jwt"
     token.write_text(idp.mint("reader", scope="kafka") + "\n")
@@ -230,14 +235,15 @@ def test_wrong_client_secret_names_the_jaas_options_without_the_secret(cluster, 
 def test_token_endpoint_hiccups_are_retried_as_kafka_does(cluster, idp):
     requests = idp.token_requests
     idp.fail_next(2, 503)
-    read_exact(cluster, options(cluster, idp, **{"sasl.login.retry.backoff.ms": "50"}))
+    assert planning.plan(ReadOptions.parse(options(cluster, idp, **{"sasl.login.retry.backoff.ms": "50"}))).tasks
     assert idp.token_requests == requests + 3
 
 
 def test_signing_key_rotation_is_picked_up_from_the_jwks(cluster, idp):
     jwks = idp.jwks_requests
-    idp.rotate_key()
-    read_exact(cluster, options(cluster, idp))
+    kid = idp.rotate_key()
+    assert planning.plan(ReadOptions.parse(options(cluster, idp))).tasks
+    assert json.loads(unb64url(idp.minted[-1].split(".")[0]))["kid"] == kid     # signed with the new key
     assert idp.jwks_requests > jwks      # the broker met a new kid and fetched the key set again
 
 
@@ -247,8 +253,10 @@ def test_https_token_endpoint_trusted_through_the_jaas_ssl_options(cluster, idp)
     with idp.twin(ssl_context=tls.server_context(keystore, None)) as https_idp:
         url = https_idp.token_endpoint_url
         assert url.startswith("https://")
-        read_exact(cluster, options(cluster, idp, **{"sasl.oauthbearer.token.endpoint.url": url,
-                                                     "sasl.jaas.config": jaas(**{"ssl.truststore.location": CA_PEM})}))
+        assert planning.plan(ReadOptions.parse(options(cluster, idp, **{
+            "sasl.oauthbearer.token.endpoint.url": url,
+            "sasl.jaas.config": jaas(**{"ssl.truststore.location": CA_PEM})}))).tasks
+        assert https_idp.issued["reader"] == 1
         forget_tokens()
         with pytest.raises(BrokerError) as ei:
             planning.plan(ReadOptions.parse(options(cluster, idp, **{"sasl.oauthbearer.token.endpoint.url": url})))
@@ -269,6 +277,7 @@ def test_librdkafkas_oidc_client_reads_through_the_broker(cluster, idp):
 
 
 @pytest.mark.spark
+@pytest.mark.decoder
 def test_spark_read_with_client_credentials(cluster, idp, spark):
     """The options travel to the executors, which fetch their own tokens for the broker's part
     (orders-1's last segment is not tiered: without a token no executor could read it)."""
@@ -277,3 +286,42 @@ def test_spark_read_with_client_credentials(cluster, idp, spark):
     got = collect_rows(load(spark, options(cluster, idp)))
     assert got == {("orders", 1): WANT}
     assert idp.issued["reader"] > before
+
+
+def test_sessions_of_connections_max_reauth_ms_are_renewed_by_clients_and_enforced(tmp_path):
+    """KIP-368 with SCRAM: the broker grants sessions of connections.max.reauth.ms; this client
+    and kafka-python (which implements KIP-368 too) re-authenticate on their sockets before
+    the session ends, and the broker closes a connection that sends a request after its end."""
+    import kafka
+
+    from kafka_tiered_source.protocol import messages as m
+    from kafka_tiered_source.protocol.connection import BrokerConnection, ConnectionLost
+    from kafka_tiered_source.options.client import ClientConfig
+    users = {"alice": "alice-pw-8Hf2"}
+    with EmbeddedCluster(str(tmp_path / "d"), sasl={"mechanism": "SCRAM-SHA-256", "users": users,
+                                                    "connections.max.reauth.ms": 1200}) as c:
+        c.create_topic("t")
+        c.append("t", 0, make_batch([b"v%d" % i for i in range(3)], 0))
+        props = {"bootstrap.servers": c.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                 "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": users["alice"]}
+        ours = BrokerClient(props)
+        theirs = kafka.KafkaConsumer(bootstrap_servers=c.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                                     sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
+                                     sasl_plain_password=users["alice"], group_id=None, enable_auto_commit=False)
+        # a connection whose re-authentication we turn off: the broker must end it
+        lapsed = BrokerConnection(c.host, c.port, ClientConfig.from_properties(props))
+        try:
+            assert ours.list_offsets("t", {0: -1})[0].offset == 3 and "t" in theirs.topics()
+            lapsed.ensure_connected()
+            lapsed._reauth_at = None
+            time.sleep(1.5)
+            assert ours.list_offsets("t", {0: -1})[0].offset == 3
+            assert "t" in theirs.topics()
+            with pytest.raises(ConnectionLost):     # the broker closed it: "expired session"
+                lapsed.request(m.MetadataRequest(topics=None), 12)
+            stats = c.security_stats()
+            assert stats["reauthentications"] >= 2 and stats["expired_sessions_closed"] == 1
+        finally:
+            ours.close()
+            theirs.close()
+            lapsed.close()
