@@ -5,10 +5,12 @@ broker or offline) and prints, per partition, the offsets read, the tiered segme
 bytes from storage and the bytes left to the brokers, then the totals and dollars
 (:func:`kafka_tiered_source.planning.estimate.estimate_plan`).  Planning reads no record data.
 
-The read arguments (``--bootstrap-servers``, ``--topic``, ``--remote-storage-uri``, ``-o``)
-are shared with ``kafka-tiered segments``.  Secrets stay off the command line: S3, GCS and
-Azure credentials come from the usual environment of each SDK; ``-o`` takes any other source
-option, and ``-o @file.json`` a JSON object of them.
+The read arguments (``--bootstrap-servers``, ``--topic``, ``--remote-storage-uri``, ``-o``,
+``--command-config``) are shared with ``kafka-tiered segments``.  Secrets stay off the command
+line: S3, GCS and Azure credentials come from the usual environment of each SDK; Kafka's
+security settings (TLS stores, SASL, OAUTHBEARER) from ``--command-config client.properties``
+as Kafka's own tools take them; ``-o`` takes any other source option, and ``-o @file.json`` a
+JSON object of them.
 
 Storage is checked as the read checks it before its first task (one cheap request with the
 read's options: :mod:`kafka_tiered_source.planning.preflight`), so a misspelt prefix, a wrong
@@ -55,6 +57,9 @@ def add_read_arguments(p: argparse.ArgumentParser, check: bool = True) -> None:
     what.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"])
     what.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                       help="any other source option (repeatable), or @file.json with several")
+    what.add_argument("--command-config", metavar="FILE",
+                      help="Kafka client properties (.properties, as Kafka's tools take them: "
+                           "security.protocol, ssl.*, sasl.*), each as the option kafka.<key>")
     if check:
         what.add_argument("--no-check", dest="check", action="store_false",
                           help="do not check storage (one request with the read's options, as the read makes "
@@ -77,6 +82,12 @@ def read_options(args) -> dict:
         if not sep or not key.strip():
             raise ConfigError(f"-o {item!r}: expected KEY=VALUE", option="--option")
         opts[key.strip()] = value
+    if getattr(args, "command_config", None):
+        from .properties import read_properties
+        given = {k.lower() for k in opts}
+        for key, value in read_properties(args.command_config, "--command-config").items():
+            if f"kafka.{key}".lower() not in given:      # -o wins over the file
+                opts[f"kafka.{key}"] = value
     if args.bootstrap_servers:
         opts["kafka.bootstrap.servers"] = args.bootstrap_servers
     topics = [t.strip() for arg in args.topic for t in arg.split(",") if t.strip()]
