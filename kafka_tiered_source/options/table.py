@@ -31,7 +31,7 @@ MIB = 1024 * KIB
 
 # How each family names its options in messages (see values.py).
 LABELS = {"spark": "Option '{}'", "streaming": "Option '{}'", "source": "Option '{}'",
-          "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'",
+          "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'", "scan": "Option '{}'",
           "storage": "option {}", "s3": "option {}", "gcs": "option {}", "azure": "option {}",
           "fsspec": "option {}", "aiven": "option {}", "fetch": "option {}", "kafka": "{}"}
 
@@ -42,6 +42,7 @@ GROUP_TITLES = {
     "fsspec": "fsspec (`remote.storage.fetcher=fsspec`)",
     "aiven": "Encrypted Aiven segments (`remote.storage.layout=aiven`)", "fetch": "Direct reads",
     "cost": "Costs", "quota": "Quotas", "metrics": "Metrics",
+    "scan": "`kafka_tiered_source.scan()` and `kafka-tiered export` (Spark reads ignore them)",
     "kafka": "Kafka client (`kafka.` + the property)",
 }
 
@@ -268,13 +269,18 @@ OPTIONS: tuple[Option, ...] = (
       field="metrics_dir"),
     O("telemetry.push.enabled", "metrics", "push task metrics to the broker (KIP-714) when it asks",
       SPARK_BOOL, True, field="telemetry_push"),
+    # -- scan() only: it runs the tasks itself, where Spark runs them in its executors ----------
+    O("scan.workers", "scan", "tasks read at once, on threads (the native decoder releases the GIL); "
+      "default: the machine's cores", _int(1, 1024)),
 )
 
 KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) for n, d, p, dflt, s in (
     ("bootstrap.servers", "host:port,... of the brokers (none: read remote storage alone)", v.text, None, False),
     ("security.protocol", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", v.text, "PLAINTEXT", False),
-    ("sasl.mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", v.text, "PLAIN", False),
-    ("sasl.jaas.config", 'a JAAS line with username="..." password="..."', v.text, None, True),
+    ("sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is refused: see README)",
+     v.text, "PLAIN", False),
+    ("sasl.jaas.config", 'a JAAS line: username="..." password="..." (PLAIN, SCRAM); clientId="..." '
+     'clientSecret="..." scope="..." (OAUTHBEARER)', v.text, None, True),
     ("sasl.username", "SASL user", v.text, None, False),
     ("sasl.password", "SASL password", v.text, None, True),
     ("ssl.cafile", "CA certificates (PEM)", v.text, None, False),
@@ -284,8 +290,59 @@ KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) fo
     ("ssl.password", "password of the client key (alias)", v.text, None, True),
     ("ssl.check.hostname", "verify the broker's host name", LENIENT_BOOL, True, False),
     ("ssl.endpoint.identification.algorithm", "`https` verifies the host name, empty does not", v.text, None, False),
-    ("ssl.truststore.location", "refused: Java keystores are not read (give PEM files)", v.text, None, False),
-    ("ssl.keystore.location", "refused: Java keystores are not read (give PEM files)", v.text, None, True),
+    ("ssl.truststore.type", "JKS, PKCS12 or PEM (default: told from the file)", v.text, None, False),
+    ("ssl.truststore.location", "truststore file (JKS, PKCS12 or PEM); must exist on every executor",
+     v.text, None, False),
+    ("ssl.truststore.password", "truststore password (JKS, PKCS12)", v.text, None, True),
+    ("ssl.truststore.certificates", "trusted certificates as PEM text (ssl.truststore.type=PEM; KIP-651)",
+     v.text, None, False),
+    ("ssl.keystore.type", "JKS, PKCS12 or PEM (default: told from the file)", v.text, None, False),
+    ("ssl.keystore.location", "keystore file (JKS, PKCS12 or PEM) with the client key for mutual TLS; must "
+     "exist on every executor", v.text, None, False),
+    ("ssl.keystore.password", "keystore password (JKS, PKCS12)", v.text, None, True),
+    ("ssl.keystore.certificate.chain", "client certificate chain as PEM text (ssl.keystore.type=PEM)",
+     v.text, None, False),
+    ("ssl.keystore.key", "client private key as PEM text (ssl.keystore.type=PEM)", v.text, None, True),
+    ("ssl.protocol", "TLS, TLSv1.3 or TLSv1.2", v.text, None, False),
+    ("ssl.keymanager.algorithm", "Java's default (SunX509, PKIX) is accepted and means nothing here; others are "
+     "refused", v.text, None, False),
+    ("ssl.trustmanager.algorithm", "Java's default (PKIX, SunX509) is accepted and means nothing here; others are "
+     "refused", v.text, None, False),
+    ("ssl.secure.random.implementation", "accepted, means nothing here (OpenSSL's generator is used)", v.text,
+     None, False),
+    ("ssl.cipher.suites", "refused: Java cipher suite names; OpenSSL's defaults for TLSv1.2/1.3 are used",
+     v.text, None, False),
+    ("ssl.provider", "refused: a JVM security provider", v.text, None, False),
+    ("ssl.engine.factory.class", "refused: a Java class", v.text, None, False),
+    ("ssl.enabled.protocols", "TLS versions to allow: TLSv1.2,TLSv1.3", v.text, None, False),
+    ("sasl.login.callback.handler.class", "OAUTHBEARER: Kafka's OAuthBearerLoginCallbackHandler (the only "
+     "handler understood)", v.text, None, False),
+    ("sasl.oauthbearer.token.endpoint.url", "OAUTHBEARER: the OAuth token endpoint (client credentials), or "
+     "file:///path of a token", v.text, None, True),
+    ("sasl.oauthbearer.client.credentials.client.id", "OAUTHBEARER: client id (instead of clientId in "
+     "sasl.jaas.config)", v.text, None, True),
+    ("sasl.oauthbearer.client.credentials.client.secret", "OAUTHBEARER: client secret (instead of clientSecret)",
+     v.text, None, True),
+    ("sasl.oauthbearer.scope", "OAUTHBEARER: scope to ask for (instead of scope in sasl.jaas.config)",
+     v.text, None, False),
+    ("sasl.oauthbearer.scope.claim.name", "OAUTHBEARER: the token's scope claim", v.nonempty, "scope", False),
+    ("sasl.oauthbearer.sub.claim.name", "OAUTHBEARER: the token's subject claim", v.nonempty, "sub", False),
+    ("sasl.oauthbearer.header.urlencode", "OAUTHBEARER: URL-encode client id and secret in the Basic header",
+     LENIENT_BOOL, False, False),
+    ("sasl.login.connect.timeout.ms", "OAUTHBEARER: token endpoint connect timeout", _int(1), 10000, False),
+    ("sasl.login.read.timeout.ms", "OAUTHBEARER: token endpoint read timeout", _int(1), 30000, False),
+    ("sasl.login.retry.backoff.ms", "OAUTHBEARER: first wait between token requests", _int(1), 100, False),
+    ("sasl.login.retry.backoff.max.ms", "OAUTHBEARER: longest wait between token requests", _int(1), 10000,
+     False),
+    ("sasl.login.refresh.window.factor", "OAUTHBEARER: refresh at this part of the token's lifetime",
+     partial(v.number, positive=True), 0.8, False),
+    ("sasl.login.refresh.window.jitter", "OAUTHBEARER: plus up to this much, at random",
+     partial(v.number, positive=False), 0.05, False),
+    ("sasl.login.refresh.min.period.seconds", "OAUTHBEARER: no sooner than this after the last refresh",
+     _int(0, 900), 60, False),
+    ("sasl.login.refresh.buffer.seconds", "OAUTHBEARER: no later than this before expiry", _int(0, 3600), 300,
+     False),
+    ("sasl.kerberos.service.name", "refused: GSSAPI (Kerberos) is not supported", v.text, None, False),
     ("client.id", "client id sent to the brokers", v.text, "kafka-tiered", False),
     ("client.rack", "rack of the client (follower fetching)", v.text, "", False),
     ("request.timeout.ms", "broker request timeout", _int(1), 30000, False),
@@ -316,8 +373,6 @@ IGNORED_KAFKA_KEYS = frozenset({
     "check.crcs", "exclude.internal.topics", "allow.auto.create.topics",
     "receive.buffer.bytes", "send.buffer.bytes", "client.dns.lookup", "default.api.timeout.ms",
     "reconnect.backoff.ms", "reconnect.backoff.max.ms", "enable.metrics.push",
-    # keystore passwords mean nothing without a keystore, whose location options are refused
-    "ssl.keystore.password", "ssl.truststore.password",
 })
 
 BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

@@ -2,7 +2,8 @@
 
 Bootstrap, ApiVersions negotiation (highest common version), a metadata cache with topic ids,
 routing to partition leaders, ListOffsets and sessionless Fetch (optionally with the KIP-1248
-tags), PLAINTEXT/SSL/SASL_PLAINTEXT/SASL_SSL with PLAIN and SCRAM-SHA-256/512.
+tags), PLAINTEXT/SSL/SASL_PLAINTEXT/SASL_SSL with PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER
+(TLS stores, tokens and re-authentication: ``tls.py``, ``oauth.py``, ``connection.py``).
 
 Threading: one connection per broker, reused, with one request in flight at a time (the
 connection lock is held from send to receive), so the client can be shared by threads.  The
