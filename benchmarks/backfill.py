@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import re
@@ -777,7 +776,8 @@ def main(argv=None) -> int:
                         ways += encrypted_ways(opts, facts[f"{size}-encrypted"]["topic"], encrypt,
                                                root if args.store == "range" else None)
                     ways = [(w, o) for w, o in ways if wanted(w)]
-                    for row in best_of(args.repeat, ways, lambda way, o: measure(
+                    for row in best_of(args.repeat, ways,
+                                       lambda way, o, cores=cores, size=size, f=f, spark=spark: measure(
                             way, cores, size, facts[f"{size}-encrypted"] if way.endswith("-encrypted") else f,
                             (lambda: scan_read(o, cores)) if way == "scan" else (lambda: _spark_run(spark, o)),
                             broker, store)):
@@ -816,7 +816,7 @@ def main(argv=None) -> int:
                 if not wanted(way):
                     continue
 
-                def run(threads=threads, direct=direct):
+                def run(threads=threads, direct=direct, way=way):
                     wall, n, calls = transport_only(opts, broker.bootstrap, threads, direct)
                     if n < f["log_bytes"] * 0.99:
                         print(f"  {way}: {n} bytes, want {f['log_bytes']}", flush=True)

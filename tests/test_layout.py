@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+from itertools import pairwise
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_no_import_cycle_between_parts():
     for start in sorted(edges):
         if state.get(start) is None and visit(start, [start]):
             break
-    where = [edges[a][b] for a, b in zip(cycle, cycle[1:])]
+    where = [edges[a][b] for a, b in pairwise(cycle)]
     assert cycle == [], f"cycle {' -> '.join(cycle)} at {where}"
 
 

@@ -19,6 +19,7 @@ import traceback
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from pyspark.errors import AnalysisException
 
 import tls_material
 from spark_helpers import load
@@ -206,7 +207,7 @@ def test_wrong_password_fails_clearly_without_showing_it(world, capture, capfd):
 def test_wrong_password_in_spark_fails_without_showing_it(world, spark, capture, capfd):
     texts, sink = capture
     wrong = _secret("wrongpw")
-    with pytest.raises(Exception) as ei:
+    with pytest.raises(AnalysisException) as ei:          # planning meets the broker
         load(spark, sasl_options(world, **{"kafka.sasl.jaas.config": JAAS.replace(PASSWORD, wrong)})).count()
     texts.append(_failure_text(ei.value))
     assert "authentication" in texts[-1].lower() or "sasl" in texts[-1].lower()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from ..errors import ConfigError, OfflinePlanningError, SegmentFormatError
 from ..model import SubscribePattern
@@ -154,9 +155,9 @@ class StoreListing:
         # "next base - 1": compaction leaves gaps between segments, and a range that promises
         # offsets its bytes do not hold reads as a short (failed) read.
         unknown = [i for i, seg in enumerate(segments) if seg.end_offset < seg.base_offset]
-        for i, end in zip(unknown, self._map(lambda i: self._last_offset(segments[i]), unknown)):
+        for i, end in zip(unknown, self._map(lambda i: self._last_offset(segments[i]), unknown), strict=True):
             segments[i] = _with_end(segments[i], end)
-        for seg, nxt in zip(segments, segments[1:]):
+        for seg, nxt in pairwise(segments):
             if seg.end_offset >= nxt.base_offset:
                 raise OfflinePlanningError(
                     f"{where}: segments {seg.segment_id} [{seg.base_offset}, {seg.end_offset}] "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from ..errors import BrokerError
 from ..ids import uuid_from_str, uuid_to_str
@@ -176,7 +177,7 @@ class MetadataTopicLocator:
             if table.num_rows == 0:
                 break
             offsets = table.column("offset").to_pylist()
-            for off, value in zip(offsets, table.column("value").to_pylist()):
+            for off, value in zip(offsets, table.column("value").to_pylist(), strict=True):
                 if value is None:
                     continue   # not a metadata record (a tombstone never appears; be lenient)
                 if self.wanted is not None:
@@ -199,8 +200,8 @@ class MetadataTopicLocator:
         """The readable copies Kafka would serve, in offset order, without overlaps."""
         self.scan(self.metadata_partition(pr.topic_id, pr.partition))
         copies = self.catalog.readable(pr.topic_id, pr.partition)
-        overlapping = {id(a) for a, b in zip(copies, copies[1:]) if b.start_offset <= a.end_offset}
-        overlapping |= {id(b) for a, b in zip(copies, copies[1:]) if b.start_offset <= a.end_offset}
+        overlapping = {id(a) for a, b in pairwise(copies) if b.start_offset <= a.end_offset}
+        overlapping |= {id(b) for a, b in pairwise(copies) if b.start_offset <= a.end_offset}
         if overlapping:
             contested = [c for c in copies if id(c) in overlapping]
             lineage = self._lineage(pr, contested)

@@ -509,7 +509,7 @@ class BrokerStorage:
         if self.store is None:
             raise ConfigError("tier() needs remote_storage", option="remote_storage")
         copied = []
-        for (name, p), part in sorted(self._partitions.items()):
+        for (name, _p), part in sorted(self._partitions.items()):
             if (topic is not None and name != topic) or part.remote is None:
                 continue
             with part.lock:

@@ -475,7 +475,7 @@ class RemotePartition:
                 continue
             start_off = lookup_time(self.time_index(meta), meta.base_offset, ts)
             pos = lookup_position(self.offset_index(meta), meta.base_offset, start_off)
-            for last, p, size in self.batches(meta):
+            for _last, p, size in self.batches(meta):
                 if p < pos:
                     continue
                 data, _ = self.fetch_range(meta, p, p + size)
