@@ -146,6 +146,8 @@ def main(argv=None) -> int:
     ap.add_argument("--min-partitions", type=int, default=4)
     ap.add_argument("--isolation", default="read_committed", choices=("read_committed", "read_uncommitted"))
     ap.add_argument("--output", default=None, help="where the Parquet files go (default: a new directory)")
+    ap.add_argument("--rounds", type=int, default=2, choices=range(1, 10), metavar="N",
+                    help="how many times each way is timed, taking turns (the best counts); 1 for a quick check")
     ap.add_argument("--ui", action="store_true", help="keep Spark's web UI on (its address is printed)")
     args = ap.parse_args(argv)
 
@@ -249,7 +251,7 @@ def main(argv=None) -> int:
                 # them alike); Spark's reads do the same work (count and digest of every row)
                 times: dict = {"direct": [], "broker": [], "scan": []}
                 broker_read = 0.0
-                for _ in range(2):
+                for _ in range(args.rounds):
                     sc.setJobDescription(describe(plan))
                     t0 = time.perf_counter()
                     df = load(spark, direct)
@@ -287,8 +289,11 @@ def main(argv=None) -> int:
             same = (p_n, p_digest) == (b_n, b_digest) == (d_n, d_digest)
             agree = ("as planned" if parts == len(plan.tasks) else
                      f"the plan above said {len(plan.tasks)}: the log moved on between the two plannings")
-            print("timed twice each, taking turns (the first round warms up what the warm-up read did not): "
-                  "the better time, then the other")
+            if args.rounds > 1:
+                print(f"timed {args.rounds} times each, taking turns (the first round warms up what the warm-up "
+                      "read did not): the best time, then the others")
+            else:
+                print("timed once each, after the warm-up read (--rounds 1)")
             print(f"direct read:      {d_n:>9,} rows in {shown(times['direct'])}  ({parts} Spark partitions, {agree}; "
                   f"{remote_bytes / 1e6:.1f} MB planned from storage, no record bytes of tiered offsets "
                   f"through the broker)")
@@ -332,8 +337,8 @@ def scan_rows(kts, options: dict):
 
 
 def shown(times: list) -> str:
-    best, other = sorted(times)
-    return f"{best:6.2f}s (and {other:.2f}s)"
+    best, *others = sorted(times)
+    return f"{best:6.2f}s" + (f" (and {', '.join(f'{t:.2f}s' for t in others)})" if others else "")
 
 
 def _broker_remote_bytes(cluster) -> float:
