@@ -80,6 +80,19 @@ def test_row_groups_and_files_are_cut_by_size(cluster, tmp_path, capsys):
     assert "headers" not in pq.read_schema(files[0]).names
 
 
+def _drain(fd: int) -> str:
+    """Everything written to the pty so far: one read may return only part of it (the line
+    discipline hands it over in pieces)."""
+    import select
+    chunks = []
+    while select.select([fd], [], [], 0.2)[0]:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
+
+
 def test_the_progress_line_shows_on_a_terminal(cluster, tmp_path):
     import io
     import pty
@@ -89,7 +102,7 @@ def test_the_progress_line_shows_on_a_terminal(cluster, tmp_path):
     with open(slave, "w", closefd=True) as err:
         parsed = build_parser().parse_args(args(cluster, tmp_path / "tty", "--where", "topic = 'orders'"))
         assert export(parsed, out, err) == 0
-        shown = os.read(master, 1 << 20).decode()
+        shown = _drain(master)
     os.close(master)
     assert re.search(r"\[#*\s*\]\s+\d+%\s+[\d,]+ records, [\d,]+ MB, [\d,]+ rec/s, ETA (\d+:\d\d|\?)", shown), shown
     assert shown.endswith("\r")            # cleared before the summary
