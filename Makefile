@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON        := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: install demo test test-native test-pure bench clean spark35
+.PHONY: install demo test test-native test-pure bench clean spark35 lint
 
 install: $(STAMP)
 
@@ -28,15 +28,22 @@ demo: install
 spark35: install
 	$(BIN)/python tests/spark35_venv.py
 
-# The whole suite with the native decoder, then the tests marked `decoder` again with the
-# pure-Python reference decoder (KAFKA_TIERED_NO_EXTENSIONS=1), as aiokafka does.  Marked are
-# the tests that exercise decoding (fixtures, codecs, corrupt input, transactions, lz4, batches
-# cut by parts or offsets, the metadata topic, reads through Spark...); a test that only takes
-# bytes a marked test already decodes through Spark, storage, fallback or cost plumbing runs in
-# the native pass only.
+# Ruff first (seconds; a finding fails the run), then the whole suite with the native decoder,
+# then the tests marked `decoder` again with the pure-Python reference decoder
+# (KAFKA_TIERED_NO_EXTENSIONS=1), as aiokafka does.  Marked are the tests that exercise decoding
+# (fixtures, codecs, corrupt input, transactions, lz4, batches cut by parts or offsets, the
+# metadata topic, reads through Spark...); a test that only takes bytes a marked test already
+# decodes through Spark, storage, fallback or cost plumbing runs in the native pass only.
 test: install spark35
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 	KAFKA_TIERED_NO_EXTENSIONS=1 $(BIN)/python -m pytest -m "decoder"
+
+# Pyflakes + bugbear over everything (ruff, which `make test` runs first too), and the types of the
+# package (mypy); both configured in pyproject.toml.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m benchmarks.run_all

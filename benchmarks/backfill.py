@@ -30,9 +30,14 @@ Ways (each reads every record of the topic):
   as ``file://`` through the fsspec fetcher — no object-store latency or bandwidth cap at all,
   so it shows what the engine (Spark + decoding) costs by itself on this machine;
 * ``kafka-python`` and ``confluent-kafka``: one consumer each in this process, ``assign()``
-  every partition, from the beginning to the end, through the broker.
+  every partition, from the beginning to the end, through the broker;
+* ``scan``: ``kafka_tiered_source.scan()`` in this process, no Spark: the same plan and task
+  reader as ``direct``, ``scan.workers`` = the cores of the Spark ways it is measured with,
+  every batch taken (counted) and dropped, as the noop sink does.
 
-Spark ways run at local[1] and local[2] (``--cores``) with a noop sink.  Results go to
+Spark ways run at local[1] and local[2] (``--cores``) with a noop sink; ``scan`` with as many
+workers, taking turns with them (``--ways`` measures fewer ways: ``direct,scan`` is the
+scan-versus-Spark comparison alone).  Results go to
 ``benchmarks/results/backfill.json`` and ``backfill.png``; :func:`render_markdown` makes the
 BENCHMARKS.md section from the JSON (``benchmarks.run_all`` calls it).
 """
@@ -40,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import re
@@ -66,10 +70,11 @@ CODECS = {0: ("zstd", 4), 1: ("lz4", 3)}   # partition parity -> (name, kafka-py
 WAYS = ("direct", "broker", "direct-file", "direct-encrypted", "direct-file-encrypted", "direct-today",
         "broker-today", "kafka-python", "confluent-kafka",
         "transport-direct",
-        "transport-broker")
+        "transport-broker", "scan")
 SPARK_WAYS = ("direct", "broker", "direct-file", "direct-encrypted", "direct-file-encrypted", "direct-today",
               "broker-today")
 TRANSPORT_WAYS = ("transport-direct", "transport-broker")
+SCAN_WAYS = ("scan",)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,6 +315,18 @@ def spark_read(spark, options: dict) -> tuple[float, object]:
     return wall, kafka_tiered_source.last_read_stats(spark).total()
 
 
+def scan_read(options: dict, workers: int) -> tuple[float, int, object]:
+    """Every row through ``kafka_tiered_source.scan()`` with ``workers`` workers, planning
+    included (as the Spark ways' timings include theirs): (wall seconds, rows, ReadStats)."""
+    import kafka_tiered_source
+    t0 = time.perf_counter()
+    rows = 0
+    for batch in kafka_tiered_source.scan(options, **{"scan.workers": str(workers)}):
+        rows += batch.num_rows
+    wall = time.perf_counter() - t0
+    return wall, rows, kafka_tiered_source.last_read_stats().total()
+
+
 def read_kafka_python(bootstrap: str, topic: str, partitions: int, expected: int) -> tuple[int, int]:
     from kafka import KafkaConsumer, TopicPartition
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
@@ -533,6 +550,15 @@ def evaluate(result: dict) -> list[dict]:
                             "measured": f"{f['wall_s']:.2f} s from file://, {d['wall_s']:.2f} s through the "
                                         f"store = {share:.2f}",
                             "met": share >= 0.8})
+    for cores in sorted({r["cores"] for r in rows if r["way"] == "scan"}):
+        sc = next((r for r in rows if r["way"] == "scan" and r["cores"] == cores and r["size"] == big), None)
+        d = next((r for r in rows if r["way"] == "direct" and r["cores"] == cores and r["size"] == big), None)
+        if sc and d:
+            ratio = d["wall_s"] / sc["wall_s"]
+            targets.append({"target": f"scan() without Spark, {cores} worker{'s' if cores > 1 else ''}, at least as "
+                                      f"fast as the Spark read (direct, local[{cores}]), {big}x",
+                            "measured": f"{sc['wall_s']:.2f} s vs {d['wall_s']:.2f} s: scan is {ratio:.2f}x as fast",
+                            "met": sc["wall_s"] <= d["wall_s"]})
     for cores in sorted({r["cores"] for r in rows if r["way"] == "transport-direct"}):
         d = next(r for r in rows if r["way"] == "transport-direct" and r["cores"] == cores)
         b = next((r for r in rows if r["way"] == "transport-broker" and r["cores"] == cores), None)
@@ -585,7 +611,8 @@ def plot(result: dict, path: str) -> None:
                     key=lambda k: (WAYS.index(k[0]), k[1]))
     for way, cores in series:
         pts = sorted((r["log_bytes"] / 1e6, r["wall_s"]) for r in rows if (r["way"], r["cores"]) == (way, cores))
-        label = f"{way} local[{cores}]" if way in SPARK_WAYS else f"{way} (1 consumer)"
+        label = (f"{way} local[{cores}]" if way in SPARK_WAYS else f"{way} ({cores} workers)" if way in SCAN_WAYS
+                 else f"{way} (1 consumer)")
         style = {"direct": "-o", "broker": "--s", "direct-file": "-.x"}.get(way, ":^")
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
     ax.set_xscale("log")
@@ -620,10 +647,12 @@ def render_markdown(result: dict) -> str:
         ref = ("transport-broker" if r["way"] in TRANSPORT_WAYS else
                "broker-today" if r["way"] in ("direct-today", "broker-today") else "broker")
         base = next((b for b in rows if b["way"] == ref and b["size"] == r["size"]
-                     and b["cores"] == (r["cores"] if r["way"] in SPARK_WAYS + TRANSPORT_WAYS else 1)), None)
+                     and b["cores"] == (r["cores"] if r["way"] in SPARK_WAYS + TRANSPORT_WAYS + SCAN_WAYS else 1)),
+                    None)
         vs = f"{base['wall_s'] / r['wall_s']:.2f}x" if base else ""
         cores = (r["cores"] if r["way"] in SPARK_WAYS else
-                 f"{r['cores']} thread{'s' if r['cores'] > 1 else ''}" if r["way"] in TRANSPORT_WAYS else "1 consumer")
+                 f"{r['cores']} thread{'s' if r['cores'] > 1 else ''}" if r["way"] in TRANSPORT_WAYS else
+                 f"{r['cores']} worker{'s' if r['cores'] > 1 else ''}" if r["way"] in SCAN_WAYS else "1 consumer")
         mib_get = f"{r['get_response_bytes'] / max(r['gets'], 1) / MIB:.2f}" if r["gets"] else "-"
         lines.append(
             f"| {r['way']} | {cores} | {r['size']}x | {r['records']:,} | {r['log_bytes'] / 1e6:.0f} "
@@ -633,7 +662,8 @@ def render_markdown(result: dict) -> str:
             + ("" if r["complete"] else " **incomplete** |"))
     lines += ["", "\"vs broker\": the broker-mediated Spark read's wall time at the same size and cores divided "
               "by this row's (the clients are compared with broker local[1]; the transport-only rows with "
-              "transport-broker at the same thread count).  \"broker record bytes\": the broker's "
+              "transport-broker at the same thread count; `scan`, which runs without Spark, with the Spark broker "
+              "read at as many cores as it has workers).  \"broker record bytes\": the broker's "
               "`remote_fetch_bytes_total` counter (every byte of this topic is tiered, so it is every record "
               "byte the broker served).  The `-today` rows run against the same data behind a broker "
               "that behaves as Apache Kafka 4.1 (`--no-kip1248`: no location answers): `direct-today` "
@@ -669,7 +699,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=RESULTS, help="results directory (JSON, PNG)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="measure each Spark way this many times, taking turns; keep the fastest")
+    ap.add_argument("--ways", default=None,
+                    help=f"only these ways, comma-separated (default: all of {', '.join(WAYS)})")
     args = ap.parse_args(argv)
+    chosen = set(WAYS if args.ways is None else [w.strip() for w in args.ways.split(",") if w.strip()])
+    if chosen - set(WAYS):
+        ap.error(f"--ways: unknown {', '.join(sorted(chosen - set(WAYS)))}; ways are {', '.join(WAYS)}")
+
+    def wanted(way: str) -> bool:
+        return way in chosen
 
     sizes = [int(s) for s in args.sizes.split(",")]
     cores_list = [int(c) for c in args.cores.split(",")]
@@ -722,11 +760,14 @@ def main(argv=None) -> int:
                 warm = {**common, "subscribe": facts[sizes[0]]["topic"]}
                 spark_read(spark, warm)                         # Python workers, imports, planner
                 spark_read(spark, {**warm, "fetch.remote.enabled": "false"})
+                if wanted("scan"):
+                    scan_read(warm, cores)                      # imports, the s3 client, connections
                 for size in sizes:
                     f = facts[size]
                     opts = {**common, "subscribe": f["topic"]}
                     bound, broker_ranges, tasks = get_bound(opts)
-                    ways = [("direct", opts), ("broker", {**opts, "fetch.remote.enabled": "false"})]
+                    ways = [("direct", opts), ("broker", {**opts, "fetch.remote.enabled": "false"}),
+                            ("scan", opts)]
                     if args.store == "range":
                         ways.append(("direct-file", {**opts, "remote.storage.fetcher": "fsspec",
                                                      "remote.storage.fsspec.url": f"file://{root}"}))
@@ -734,9 +775,12 @@ def main(argv=None) -> int:
                         from benchmarks.encryption import encrypted_ways
                         ways += encrypted_ways(opts, facts[f"{size}-encrypted"]["topic"], encrypt,
                                                root if args.store == "range" else None)
-                    for row in best_of(args.repeat, ways, lambda way, o: measure(
+                    ways = [(w, o) for w, o in ways if wanted(w)]
+                    for row in best_of(args.repeat, ways,
+                                       lambda way, o, cores=cores, size=size, f=f, spark=spark: measure(
                             way, cores, size, facts[f"{size}-encrypted"] if way.endswith("-encrypted") else f,
-                            lambda: _spark_run(spark, o), broker, store)):
+                            (lambda: scan_read(o, cores)) if way == "scan" else (lambda: _spark_run(spark, o)),
+                            broker, store)):
                         row.update(get_bound=bound, planned_broker_ranges=broker_ranges, spark_tasks=tasks)
                         rows.append(row)
             finally:
@@ -745,21 +789,23 @@ def main(argv=None) -> int:
         # Today's Kafka: the same data behind a broker that ignores the KIP-1248 tags; the reader
         # finds the tiered segments through __remote_log_metadata (its "auto" locator), against
         # the same broker serving the read itself.  Largest size, most cores.
-        broker.stop()
-        procs.remove(broker)
-        broker = Broker(data_dir, store.endpoint, segment_bytes, kip1248=False)
-        procs.append(broker)
-        f, cores = facts[sizes[-1]], max(cores_list)
-        spark = _session(cores)
-        try:
-            opts = {"kafka.bootstrap.servers": broker.bootstrap, "minPartitions": str(args.partitions),
-                    "subscribe": f["topic"], **storage}
-            spark_read(spark, opts)                             # warm up against this broker
-            ways = [("direct-today", opts), ("broker-today", {**opts, "fetch.remote.enabled": "false"})]
-            rows += best_of(args.repeat, ways, lambda way, o: measure(
-                way, cores, sizes[-1], f, lambda: _spark_run(spark, o), broker, store))
-        finally:
-            spark.stop()
+        if wanted("direct-today") or wanted("broker-today"):
+            broker.stop()
+            procs.remove(broker)
+            broker = Broker(data_dir, store.endpoint, segment_bytes, kip1248=False)
+            procs.append(broker)
+            f, cores = facts[sizes[-1]], max(cores_list)
+            spark = _session(cores)
+            try:
+                opts = {"kafka.bootstrap.servers": broker.bootstrap, "minPartitions": str(args.partitions),
+                        "subscribe": f["topic"], **storage}
+                spark_read(spark, opts)                             # warm up against this broker
+                ways = [(w, o) for w, o in (("direct-today", opts),
+                                            ("broker-today", {**opts, "fetch.remote.enabled": "false"})) if wanted(w)]
+                rows += best_of(args.repeat, ways, lambda way, o: measure(
+                    way, cores, sizes[-1], f, lambda: _spark_run(spark, o), broker, store))
+            finally:
+                spark.stop()
 
         # the storage paths alone (no Spark, no decoding), at the largest size
         f = facts[sizes[-1]]
@@ -767,7 +813,10 @@ def main(argv=None) -> int:
                 "subscribe": f["topic"], **storage}
         for threads in cores_list:
             for way, direct in (("transport-direct", True), ("transport-broker", False)):
-                def run(threads=threads, direct=direct):
+                if not wanted(way):
+                    continue
+
+                def run(threads=threads, direct=direct, way=way):
                     wall, n, calls = transport_only(opts, broker.bootstrap, threads, direct)
                     if n < f["log_bytes"] * 0.99:
                         print(f"  {way}: {n} bytes, want {f['log_bytes']}", flush=True)
@@ -778,6 +827,9 @@ def main(argv=None) -> int:
             for size in sizes:
                 f = facts[size]
                 for way, fn in (("kafka-python", read_kafka_python), ("confluent-kafka", read_confluent)):
+                    if not wanted(way):
+                        continue
+
                     def run(fn=fn, f=f):
                         t0 = time.perf_counter()
                         n, _ = fn(broker.bootstrap, f["topic"], args.partitions, f["records"])

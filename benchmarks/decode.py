@@ -119,7 +119,7 @@ def aiokafka_bare(batch):
 
     def run():
         for r in DefaultRecordBatch(batch):
-            r.key, r.value, r.offset, r.timestamp, r.headers
+            _ = r.key, r.value, r.offset, r.timestamp, r.headers
     return run
 
 
@@ -153,7 +153,7 @@ def kafka_python_bare(batch):
 
     def run():
         for r in DefaultRecordBatch(bytearray(batch)):
-            r.key, r.value, r.offset, r.timestamp, r.headers
+            _ = r.key, r.value, r.offset, r.timestamp, r.headers
     return run
 
 
@@ -191,15 +191,15 @@ def main(argv=None):
         contenders = []
         if codec != "none":
             cid, body = CODECS[codec][0], batch[61:]
-            contenders.append(("codec only", lambda: decompress(cid, body, 1 << 30, position=0,
-                                                                 base_offset=0)))
+            contenders.append(("codec only", lambda cid=cid, body=body: decompress(
+                cid, body, 1 << 30, position=0, base_offset=0)))
         if codec == "lz4":
             out = bytearray(2 * len(raw) + (1 << 20))
             contenders.append(("own lz4 reader only",
-                               lambda: _native.lz4_decompress(body, 1 << 30, out)))
+                               lambda body=body, out=out: _native.lz4_decompress(body, 1 << 30, out)))
         contenders += [("aiokafka C (bare)", aiokafka_bare(batch)),
                        ("aiokafka C -> arrow", aiokafka_arrow(batch)),
-                       ("kafka-tiered native", lambda: decode_batches(batch, backend="native"))]
+                       ("kafka-tiered native", lambda batch=batch: decode_batches(batch, backend="native"))]
         # Round-robin, best of `rep` each: on a shared machine the load moves, and interleaving
         # exposes every decoder to the same conditions.
         rows = {name: float("inf") for name, _ in contenders}
@@ -209,7 +209,7 @@ def main(argv=None):
         # the slow ones once each
         if codec in ("none", "zstd"):
             rows["kafka-python (bare)"] = best(kafka_python_bare(batch), 1)
-        rows["kafka-tiered python"] = best(lambda: decode_batches(batch, backend="python"), 1)
+        rows["kafka-tiered python"] = best(lambda batch=batch: decode_batches(batch, backend="python"), 1)
         order = ["codec only", "own lz4 reader only", "aiokafka C (bare)", "aiokafka C -> arrow", "kafka-python (bare)",
                  "kafka-tiered python", "kafka-tiered native"]
         for name in order:
@@ -233,10 +233,10 @@ def main(argv=None):
 
     # a few large values
     big = records_bytes(64, 16, 1 << 20, rnd)
-    print(f"# few large values: 64 records of 1 MiB")
+    print("# few large values: 64 records of 1 MiB")
     for codec in ("none", "zstd"):
         batch = make_batch(big, 64, codec)
-        tn = best(lambda: decode_batches(batch, backend="native"), rep)
+        tn = best(lambda batch=batch: decode_batches(batch, backend="native"), rep)
         ta = best(aiokafka_arrow(batch), rep)
         print(f"{codec:8} {'64 x 1 MiB values':22} native {len(big) / tn / 1e6:6.0f} MB/s, "
               f"aiokafka->arrow {len(big) / ta / 1e6:6.0f} MB/s  {ta / tn:5.2f}x")

@@ -69,7 +69,7 @@ def evaluate_encryption(result: dict) -> list[dict]:
     rows, out = result["rows"], []
     facts = next((f for k, f in result["data"].items() if str(k).endswith("-encrypted")), None)
     for cores in sorted({r["cores"] for r in rows if r["way"] == "direct-encrypted"}):
-        def row(way):
+        def row(way, cores=cores):
             return next((r for r in rows if r["way"] == way and r["cores"] == cores
                          and r["size"] == max(x["size"] for x in rows)), None)
         de, d, fe, f = row("direct-encrypted"), row("direct"), row("direct-file-encrypted"), row("direct-file")

@@ -65,9 +65,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     # appended, not prepended: a sanitizer build of the package on PYTHONPATH must win
     sys.path.append(ROOT)
-FIXTURES = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "kafka-3.9.1", "segments")
-if not os.path.isdir(FIXTURES):
-    FIXTURES = "/work/shared/fixtures/kafka-3.9.1/segments"
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "kafka-3.9.1", "segments")
 
 from kafka_tiered_source.errors import CorruptRecordError, KafkaTieredError  # noqa: E402
 from kafka_tiered_source.testing import aiven_writer

@@ -38,10 +38,7 @@ with atheris.instrument_imports():
     from kafka_tiered_source.records import ReadCommittedFilter, decode_batches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "fixtures",
-                        "kafka-3.9.1", "segments")
-if not os.path.isdir(FIXTURES):
-    FIXTURES = "/work/shared/fixtures/kafka-3.9.1/segments"
+FIXTURES = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "kafka-3.9.1", "segments")
 
 
 def outcome(data, backend, flags):

@@ -32,7 +32,7 @@ import socketserver
 import sys
 import threading
 import time
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape
 
 HTTP_METHODS = (b"GET", b"HEAD", b"PUT", b"POST", b"DELETE", b"OPTIONS", b"PATCH")

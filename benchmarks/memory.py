@@ -76,7 +76,7 @@ def child(args) -> int:
     task = max(plan.tasks, key=lambda t: sum(getattr(r, "byte_end", 0) - getattr(r, "byte_start", 0)
                                               for r in t.ranges))
     warm = TaskReader(opts)
-    for _ in zip(range(2), warm.read(task)):     # imports, codec set-up, a first batch
+    for _ in zip(range(2), warm.read(task), strict=False):     # imports, codec set-up, a first batch
         pass
     warm.close()
     del warm

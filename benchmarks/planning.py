@@ -113,7 +113,7 @@ def coverage_timer():
             finally:
                 spent[kind] += time.perf_counter() - t0
         return wrapper
-    for (mod, name, kind), (_, _, fn) in zip(patched, originals):
+    for (mod, name, kind), (_, _, fn) in zip(patched, originals, strict=True):
         setattr(mod, name, timed(fn, kind))
     try:
         yield spent

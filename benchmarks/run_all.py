@@ -1,13 +1,13 @@
 """Run every benchmark and record the results in BENCHMARKS.md.
 
     python -m benchmarks.run_all                       # what `make bench` runs
-    python -m benchmarks.run_all --only backfill       # one or more of: decode,fetch,spark_read,backfill
+    python -m benchmarks.run_all --only backfill       # one or more of: decode,fetch,spark_read,backfill,scan
     python -m benchmarks.run_all --backfill-args "--scale 2.5"     # the full few-GB headline
 
 Each benchmark runs in its own process (a fresh JVM and interpreter), in short mode where it has
 one: ``benchmarks.decode --quick``, ``benchmarks.fetch --size 32 --repeat 1``,
-``benchmarks.spark_read --records 1000000 --repeat 1`` (when that module exists) and the
-headline ``benchmarks.backfill``.  Outputs go to ``benchmarks/results/<name>.txt``, the
+``benchmarks.spark_read --records 1000000 --repeat 1`` (when that module exists), the
+headline ``benchmarks.backfill`` and ``benchmarks.scan --records 800000 --repeat 2``.  Outputs go to ``benchmarks/results/<name>.txt``, the
 headline's JSON and plot to ``benchmarks/results/backfill.{json,png}``.
 
 BENCHMARKS.md: only the text between ``<!-- run_all:begin -->`` and ``<!-- run_all:end -->``
@@ -34,6 +34,7 @@ BENCHMARKS = {   # name -> (module, arguments of the short mode)
     "fetch": ("benchmarks.fetch", ["--size", "32", "--repeat", "1"]),
     "spark_read": ("benchmarks.spark_read", ["--records", "1000000", "--repeat", "1"]),
     "backfill": ("benchmarks.backfill", []),
+    "scan": ("benchmarks.scan", ["--records", "800000", "--repeat", "2"]),
 }
 
 

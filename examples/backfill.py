@@ -3,19 +3,29 @@ against broker fetch.
 
 It starts the embedded reference broker, produces a realistic topic with a real client
 (confluent-kafka / librdkafka): several partitions, every codec, headers, committed and
-aborted transactions.  Then it tiers the topic to object storage (a local directory, or a moto
-S3 server with ``--s3``; ``--encrypt`` encrypts the segments as Aiven's plugin does) and:
+aborted transactions.  Then it tiers the topic to object storage and reads it three ways, each
+timed twice, taking turns, after an untimed warm-up read (so no timed read pays Spark's
+start-up: Spark's Python workers, the data source's planner process); the better of each way's
+two times is the one compared, so no way is compared cold:
 
-1. reads it with ``kafka-tiered`` directly from storage and writes the rows to Parquet,
-   partitioned by topic and partition (``--output``, default a new directory);
-2. reads it again with ``fetch.remote.enabled=false``: every byte through the broker (which reads
-   remote storage the way Kafka's RemoteLogManager does);
-3. reads the Parquet files back and checks that they hold exactly the broker's rows.
+1. with ``kafka-tiered`` directly from storage (``spark.read.format("kafka-tiered")``);
+2. with ``fetch.remote.enabled=false``: every byte through the broker, which reads remote
+   storage the way Kafka's RemoteLogManager does;
+3. with ``kafka_tiered_source.scan()``: the same direct read without Spark, into a pyarrow Table.
+
+The object store is an S3 server (moto) behind a proxy that adds what a real object store costs
+(``benchmarks.latency_proxy``: 30 ms before the first byte of every request, 90 MB/s per
+connection), for the broker and the reader alike: on a local directory there is no latency to
+hide and the comparison says little.  ``--store s3`` (or ``--s3``) uses moto without the proxy,
+``--store local`` a local directory.  Then it writes the direct read to Parquet, partitioned by
+topic and partition (``--output``, default a new directory), reads the files back and checks
+that they hold exactly the broker's rows.  ``--encrypt`` encrypts the segments as Aiven's
+plugin does.
 
 Each Spark job carries a description (``kafka-tiered: orders, ...``) for Spark's UI.  The output
 ends with where the files are and what the read cost.
 
-    python examples/backfill.py                 # local directory as the object store
+    python examples/backfill.py                 # moto S3 behind the latency proxy
     python examples/backfill.py --s3 --encrypt  # moto S3 server on 127.0.0.1, encrypted segments
     python examples/backfill.py --records 200000 --partitions 4 --output /tmp/orders-parquet
 """
@@ -126,12 +136,18 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--segment-bytes", type=int, default=256 << 10)
-    ap.add_argument("--s3", action="store_true", help="tier to a moto S3 server instead of a directory")
+    ap.add_argument("--store", choices=("latency", "s3", "local"), default="latency",
+                    help="latency (default): moto S3 behind the latency proxy; s3: moto alone; local: a directory")
+    ap.add_argument("--s3", dest="store", action="store_const", const="s3", help="the same as --store s3")
+    ap.add_argument("--latency-ms", type=float, default=30.0, help="--store latency: wait before each first byte")
+    ap.add_argument("--mbps", type=float, default=90.0, help="--store latency: MB/s per connection")
     ap.add_argument("--encrypt", action="store_true",
                     help="encrypt the tiered segments as Aiven's plugin does (a new RSA key pair)")
     ap.add_argument("--min-partitions", type=int, default=4)
     ap.add_argument("--isolation", default="read_committed", choices=("read_committed", "read_uncommitted"))
     ap.add_argument("--output", default=None, help="where the Parquet files go (default: a new directory)")
+    ap.add_argument("--rounds", type=int, default=2, choices=range(1, 10), metavar="N",
+                    help="how many times each way is timed, taking turns (the best counts); 1 for a quick check")
     ap.add_argument("--ui", action="store_true", help="keep Spark's web UI on (its address is printed)")
     args = ap.parse_args(argv)
 
@@ -149,34 +165,43 @@ def main(argv=None) -> int:
 
     work = tempfile.mkdtemp(prefix="kafka-tiered-backfill-")
     output = os.path.abspath(args.output or os.path.join(work, "parquet"))
-    moto = None
+    moto = proxied = None
     cluster_kw: dict = {}
     storage: dict = {}
     if args.encrypt:
         key_file = aiven_writer.generate_key_pair(os.path.join(work, "demo-key-pair.pem"))
         cluster_kw.update(encryption_key_pair_id="demo-2026", encryption_key_pairs={"demo-2026": key_file})
         storage["remote.storage.aiven.encryption.key.pairs"] = f"demo-2026=file:{key_file}"
-    if args.s3:
+    if args.store in ("s3", "latency"):
         import boto3
-        from moto.server import ThreadedMotoServer
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)   # no access-log line per GET
-        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        moto.start()
-        endpoint = f"http://127.0.0.1:{moto._server.server_port}"
         creds = {"aws_access_key_id": "demo", "aws_secret_access_key": "demo-secret"}
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **creds).create_bucket(Bucket="tiered")
+        if args.store == "latency":
+            # moto and the proxy in processes of their own (benchmarks/backfill.py's set-up), so
+            # their CPU does not compete with the reads for this interpreter
+            from benchmarks.backfill import ObjectStore
+            proxied = ObjectStore("moto", work, args.latency_ms, args.mbps)
+            upstream, endpoint = proxied.upstream, proxied.endpoint
+        else:
+            from moto.server import ThreadedMotoServer
+            logging.getLogger("werkzeug").setLevel(logging.ERROR)   # no access-log line per GET
+            moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+            moto.start()
+            upstream = endpoint = f"http://127.0.0.1:{moto._server.server_port}"
+        boto3.client("s3", endpoint_url=upstream, region_name="us-east-1", **creds).create_bucket(Bucket="tiered")
         cluster_kw.update(remote_storage="s3://tiered/kafka/", s3_endpoint_url=endpoint, s3_region="us-east-1",
                           s3_access_key_id="demo", s3_secret_access_key="demo-secret")
         storage.update({"remote.storage.fetcher": "s3", "remote.storage.s3.bucket": "tiered",
                         "remote.storage.prefix": "kafka/", "remote.storage.s3.endpoint": endpoint,
                         "remote.storage.s3.region": "us-east-1", "remote.storage.s3.access.key.id": "demo",
                         "remote.storage.s3.secret.access.key": "demo-secret"})
-        where = f"moto S3 at {endpoint}, bucket tiered"
+        where = (f"moto S3 behind a latency proxy at {endpoint} ({args.latency_ms:g} ms to the first byte of "
+                 f"each request, {args.mbps:g} MB/s per connection; the broker reads through it too), bucket tiered"
+                 if proxied else f"moto S3 at {endpoint} (no added latency), bucket tiered")
     else:
         remote = os.path.join(work, "remote")
         cluster_kw.update(remote_storage=f"file://{remote}")
         storage.update({"remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{remote}"})
-        where = remote
+        where = f"{remote} (a local directory: no latency for direct reads to hide)"
 
     try:
         with EmbeddedCluster(data_dir=os.path.join(work, "broker"), segment_bytes=args.segment_bytes,
@@ -215,23 +240,36 @@ def main(argv=None) -> int:
             sc = spark.sparkContext
             try:
                 # An untimed first read starts Spark's Python workers and the data source's
-                # planner process, so neither timed read pays for them.
+                # planner process; then each way runs twice and the better time counts, so no way
+                # is timed cold (the first direct read's workers import the s3 client, ...).
+                print("warm-up (not timed): one read, so no timed read pays for starting Spark's Python "
+                      "workers and the data source's planner process")
                 sc.setJobDescription("kafka-tiered: warm-up read through the broker")
                 digest(load(spark, through_broker))
 
-                # The same read both ways, timed alike (count and digest of every row) ...
-                sc.setJobDescription(describe(plan))
-                t0 = time.perf_counter()
-                df = load(spark, direct)
-                d_n, d_digest, _ = digest(df)
-                t_direct = time.perf_counter() - t0
-                parts = df.rdd.getNumPartitions()
-                sc.setJobDescription(describe(plan).replace("kafka-tiered:", "kafka-tiered (through the broker):", 1))
-                broker_before = _broker_remote_bytes(cluster)
-                t0 = time.perf_counter()
-                b_n, b_digest, _ = digest(load(spark, through_broker))
-                t_broker = time.perf_counter() - t0
-                broker_after = _broker_remote_bytes(cluster)
+                # The same read each way, twice, taking turns (a slow spell of the machine hits
+                # them alike); Spark's reads do the same work (count and digest of every row)
+                times: dict = {"direct": [], "broker": [], "scan": []}
+                broker_read = 0.0
+                for _ in range(args.rounds):
+                    sc.setJobDescription(describe(plan))
+                    t0 = time.perf_counter()
+                    df = load(spark, direct)
+                    d_n, d_digest, _ = digest(df)
+                    times["direct"].append(time.perf_counter() - t0)
+                    parts = df.rdd.getNumPartitions()
+                    sc.setJobDescription(describe(plan).replace("kafka-tiered:", "kafka-tiered (through the broker):",
+                                                                1))
+                    broker_before = _broker_remote_bytes(cluster)
+                    t0 = time.perf_counter()
+                    b_n, b_digest, _ = digest(load(spark, through_broker))
+                    times["broker"].append(time.perf_counter() - t0)
+                    broker_read = _broker_remote_bytes(cluster) - broker_before
+                    t0 = time.perf_counter()
+                    table = scan_rows(kafka_tiered_source, direct)
+                    times["scan"].append(time.perf_counter() - t0)
+                s_n, s_distinct = table.num_rows, len(set(zip(table.column("partition").to_pylist(),
+                                                              table.column("offset").to_pylist(), strict=True)))
 
                 # ... then the backfill itself: straight from storage into Parquet
                 sc.setJobDescription(describe(plan) + f" -> Parquet at {output}")
@@ -251,16 +289,25 @@ def main(argv=None) -> int:
             same = (p_n, p_digest) == (b_n, b_digest) == (d_n, d_digest)
             agree = ("as planned" if parts == len(plan.tasks) else
                      f"the plan above said {len(plan.tasks)}: the log moved on between the two plannings")
-            print(f"direct read:      {d_n:>9,} rows in {t_direct:6.2f}s  ({parts} Spark partitions, {agree}; "
+            if args.rounds > 1:
+                print(f"timed {args.rounds} times each, taking turns (the first round warms up what the warm-up "
+                      "read did not): the best time, then the others")
+            else:
+                print("timed once each, after the warm-up read (--rounds 1)")
+            print(f"direct read:      {d_n:>9,} rows in {shown(times['direct'])}  ({parts} Spark partitions, {agree}; "
                   f"{remote_bytes / 1e6:.1f} MB planned from storage, no record bytes of tiered offsets "
                   f"through the broker)")
-            print(f"broker-mediated:  {b_n:>9,} rows in {t_broker:6.2f}s  (the broker read "
-                  f"{(broker_after - broker_before) / 1e6:.1f} MB from remote storage to serve it)")
+            print(f"broker-mediated:  {b_n:>9,} rows in {shown(times['broker'])}  (the broker read "
+                  f"{broker_read / 1e6:.1f} MB from remote storage to serve it)")
+            print(f"scan(), no Spark: {s_n:>9,} rows in {shown(times['scan'])}  (kafka_tiered_source.scan, "
+                  f"{SCAN_WORKERS} workers, the same direct read into a pyarrow Table)")
             print(f"direct -> Parquet: {p_n:>8,} rows in {t_write:6.2f}s  (read again, written, read back)")
-            print(f"expected ({args.isolation}): {expected:,} rows; distinct offsets in Parquet {p_distinct:,}; "
-                  f"direct read, broker read and Parquet files identical (count and digest): {same}")
-            if not same or p_n != expected or p_distinct != p_n:
-                print("MISMATCH: the Parquet files and the broker read disagree, miss rows or repeat offsets",
+            print(f"direct is {min(times['broker']) / min(times['direct']):.1f}x as fast as broker-mediated through "
+                  f"Spark; scan() without Spark {min(times['broker']) / min(times['scan']):.1f}x")
+            print(f"expected ({args.isolation}): {expected:,} rows; distinct offsets in Parquet {p_distinct:,}, in the "
+                  f"scan {s_distinct:,}; direct read, broker read and Parquet files identical (count and digest): {same}")
+            if not same or p_n != expected or p_distinct != p_n or s_n != expected or s_distinct != s_n:
+                print("MISMATCH: the Parquet files, the scan and the broker read disagree, miss rows or repeat offsets",
                       file=sys.stderr)
                 return 1
             if direct_stats is not None:
@@ -276,7 +323,22 @@ def main(argv=None) -> int:
     finally:
         if moto is not None:
             moto.stop()
+        if proxied is not None:
+            proxied.stop()
     return 0
+
+
+SCAN_WORKERS = 2
+
+
+def scan_rows(kts, options: dict):
+    """The direct read through ``kafka_tiered_source.scan()``, without Spark: a pyarrow Table."""
+    return kts.scan(options, **{"scan.workers": SCAN_WORKERS}).read_all()
+
+
+def shown(times: list) -> str:
+    best, *others = sorted(times)
+    return f"{best:6.2f}s" + (f" (and {', '.join(f'{t:.2f}s' for t in others)})" if others else "")
 
 
 def _broker_remote_bytes(cluster) -> float:

@@ -2,7 +2,8 @@
 
 The data path: options → planning (where each offset range lives) → storage
 (RemoteStorageFetcher plugins and object layouts) → records (v2 RecordBatch decoding into Arrow)
-→ executor (one Spark task) → spark (the ``kafka-tiered`` data source).  DESIGN.md walks it;
+→ executor (one read task) → spark (the ``kafka-tiered`` data source) or scan (the same read as a
+``pyarrow.RecordBatchReader``, without Spark).  DESIGN.md walks it;
 ``testing`` holds the embedded reference broker.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = [
     "BrokerError", "BudgetExceededError", "ConfigError", "CorruptRecordError", "DataLossError",
     "DecompressionLimitError", "KafkaTieredError", "OfflinePlanningError", "ProtocolError",
     "RemoteStorageError", "SegmentFormatError", "UnsupportedSparkError",
-    "decode", "decoder_backend", "read", "register",
+    "decode", "decoder_backend", "read", "register", "scan",
     "cost_report", "estimate", "last_read_stats", "read_history", "describe_read",
 ]
 
@@ -77,17 +78,42 @@ def read(spark, options: dict | None = None, **kw):
     return _read(spark, options, **kw)
 
 
-def last_read_stats(spark, metrics_dir: str | None = None):
+def scan(options: dict | None = None, *, where=None, time_zone: str = "UTC", **kw):
+    """The ``kafka-tiered`` read without Spark: a ``pyarrow.RecordBatchReader`` in Spark's Kafka
+    schema (Arrow types), planned now with the same options, planner, budget check and storage
+    check as ``spark.read.format("kafka-tiered")``, read as it is taken by ``scan.workers``
+    threads, each partition in offset order.  DuckDB and Polars take it as it is::
+
+        reader = kafka_tiered_source.scan({"kafka.bootstrap.servers": "broker:9092",
+                                           "remote.storage.uri": "s3://tiered/kt"},
+                                          subscribe="orders", where="timestamp >= '2026-10-01'")
+        duckdb.sql("SELECT partition, count(*) FROM reader GROUP BY 1")
+
+    ``where`` as :func:`estimate` takes it; its totals go to :func:`last_read_stats` with no
+    session.  See :mod:`kafka_tiered_source.scanner`."""
+    from .scanner import scan as _scan
+    return _scan(options, where=where, time_zone=time_zone, **kw)
+
+
+def last_read_stats(spark=None, metrics_dir: str | None = None):
     """The totals (:class:`~kafka_tiered_source.metrics.reader.ReadTotals`) of the latest
     ``kafka-tiered`` read of this session (after :func:`register`, or by :func:`read`); None
     before any.  ``metrics_dir``: the latest read recorded under that directory instead (a
-    read's own ``metrics.dir`` option)."""
+    read's own ``metrics.dir`` option).  Without a session: the latest :func:`scan` of this
+    process (its tasks' totals so far, while it is being read)."""
+    if spark is None and metrics_dir is None:
+        from .scanner.history import last
+        return last()
     from .spark.metrics import last_read_stats as _last
     return _last(spark, metrics_dir)
 
 
-def read_history(spark, metrics_dir: str | None = None):
-    """Every read's totals in this session, by read id (oldest first)."""
+def read_history(spark=None, metrics_dir: str | None = None):
+    """Every read's totals in this session, by read id (oldest first); without a session,
+    every :func:`scan` of this process."""
+    if spark is None and metrics_dir is None:
+        from .scanner.history import history
+        return history()
     from .spark.metrics import read_history as _history
     return _history(spark, metrics_dir)
 
@@ -99,13 +125,15 @@ def cost_report(stats, model=None, **rates):
     return _report(stats, model, **rates)
 
 
-def estimate(spark=None, options=None, *, where=None, **kw):
+def estimate(spark=None, options=None, *, where=None, check: bool = True, **kw):
     """Plan a read without reading data: GETs, bytes, dollars, partitions (see
     :func:`kafka_tiered_source.planning.estimate.estimate`).  ``where``: the filters the read
     will push down (``"timestamp >= '2026-10-01' AND partition = 1"``, ...), so only what that
-    read fetches is counted."""
+    read fetches is counted.  Storage is checked as the read checks it (a wrong prefix, layout
+    or bucket raises ``StoragePreflightError``); ``check=False`` plans without asking it, and the
+    estimate says so."""
     from .planning.estimate import estimate as _estimate
-    return _estimate(spark, options, where=where, **kw)
+    return _estimate(spark, options, where=where, check=check, **kw)
 
 
 def describe_read(spark, options):

@@ -57,7 +57,11 @@ class BrokerError(KafkaTieredError):
     """A broker answered with an error code, or could not be reached.
 
     Carries the broker, API, topic and partition so the user can tell which request failed.
+    ``refresh_metadata`` says whether the client must re-learn leaders before a retry
+    (:class:`InvalidMetadataError`).
     """
+
+    refresh_metadata = False
 
     def __init__(self, message: str, *, error_code: int | None = None, error_name: str | None = None,
                  retriable: bool = False, broker: str | None = None, api: str | None = None,
@@ -77,6 +81,14 @@ class BrokerError(KafkaTieredError):
         if topic is not None:
             ctx.append(f"topic {topic}" + (f" partition {partition}" if partition is not None else ""))
         super().__init__(f"{message} ({', '.join(ctx)})" if ctx else message)
+
+
+class InvalidMetadataError(BrokerError):
+    """A broker error after which the client's metadata is stale: a leader moved, a topic or
+    partition is unknown to the broker asked, the connection was lost (Kafka's
+    ``InvalidMetadataException`` family).  The client refreshes its metadata before retrying."""
+
+    refresh_metadata = True
 
 
 class RemoteStorageError(KafkaTieredError):

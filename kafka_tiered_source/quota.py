@@ -66,15 +66,18 @@ class TokenBucket:
 
 
 class ReaderQuota:
-    """The buckets of one reader.  Picklable: rebuilt (empty) from its rates."""
+    """The buckets of one reader.  Picklable: rebuilt (empty, on the real clock) from its rates.
+    ``clock``/``sleep`` replace the real ones (a test counts what the buckets charge)."""
 
-    def __init__(self, bytes_per_second: float | None = None, requests_per_second: float | None = None):
+    def __init__(self, bytes_per_second: float | None = None, requests_per_second: float | None = None, *,
+                 clock=time.monotonic, sleep=time.sleep):
         self.bytes_per_second = bytes_per_second
         self.requests_per_second = requests_per_second
-        self._bytes = TokenBucket(bytes_per_second) if bytes_per_second else None
+        self._bytes = TokenBucket(bytes_per_second, clock=clock, sleep=sleep) if bytes_per_second else None
         # GETs take their token before they start (one in hand for the first), so the GETs of
         # concurrent threads start at most `requests_per_second` apart
-        self._requests = TokenBucket(requests_per_second, initial=1) if requests_per_second else None
+        self._requests = (TokenBucket(requests_per_second, initial=1, clock=clock, sleep=sleep)
+                          if requests_per_second else None)
 
     @classmethod
     def for_task(cls, config: QuotaConfig | None, tasks: int) -> "ReaderQuota | None":

@@ -13,11 +13,14 @@ REDACTED = "***"
 
 # The one rule for which option names hold secrets (case-insensitive, with or without a prefix
 # such as "kafka." or "remote.storage.<backend>."), used for every option map, config repr,
-# log line and error message.  The option table also flags its secret options; this rule covers
+# log line and error message (ssl.keystore.type / .location / .certificate.chain and
+# ssl.keymanager.algorithm name no secret;
+# the keystore's password and key are caught by "password" and "key").  The option table also
+# flags its secret options; this rule covers
 # the names it cannot know (Kafka client settings passed through, a plugin's own options).
 _SECRET_KEY = re.compile(
     r"(password|passwd|secret|jaas|token|credential|(^|[._-])sas([._-]|$)|signature|private|access[._-]?key|"
-    r"account[._-]?key|connection[._-]?string|ssl\.key)",
+    r"account[._-]?key|connection[._-]?string|ssl\.key(?!store|manager))",
     re.IGNORECASE,
 )
 # A bare "key" component (remote.storage.gcs.key, a plugin's api.key) and user-info style names.

@@ -54,7 +54,7 @@ def _prom(name: str) -> str:
 
 def _tag_labels(tags) -> dict:
     from .metrics.reader import TAG_NAMES
-    return {k: str(v) for k, v in zip(TAG_NAMES, tags)}
+    return {k: str(v) for k, v in zip(TAG_NAMES, tags, strict=True)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,7 +89,7 @@ class _Collector:
         for tags, s in items:
             h = s.remote_latency
             cumulative, buckets = 0, []
-            for bound, c in zip(list(LATENCY_BOUNDS_S) + [float("inf")], h.counts):
+            for bound, c in zip(list(LATENCY_BOUNDS_S) + [float("inf")], h.counts, strict=True):
                 cumulative += c
                 buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), cumulative))
             fam.add_metric([str(t) for t in tags], buckets, h.sum)
@@ -151,15 +151,15 @@ def otlp_metrics(totals, *, resource: dict | None = None, prefixes=("",),
 
     for name, attr, unit, doc in COUNTERS:
         if _selected(PREFIX + name, prefixes):
-            metrics.append(sum_metric(name, unit, doc, [(dict(zip(TAG_NAMES, tags)), getattr(s, attr))
+            metrics.append(sum_metric(name, unit, doc, [(dict(zip(TAG_NAMES, tags, strict=True)), getattr(s, attr))
                                                         for tags, s in items]))
     if _selected(PREFIX + ERRORS[0], prefixes):
         metrics.append(sum_metric(ERRORS[0], ERRORS[1], ERRORS[2], [
-            ({**dict(zip(TAG_NAMES, tags)), "error_type": err}, n)
+            ({**dict(zip(TAG_NAMES, tags, strict=True)), "error_type": err}, n)
             for tags, s in items for err, n in sorted(s.remote_errors.items())]))
     if _selected(PREFIX + THROTTLED[0], prefixes):
         metrics.append(sum_metric(THROTTLED[0], THROTTLED[1], THROTTLED[2], [
-            ({**dict(zip(TAG_NAMES, tags)), "kind": kind}, float(v))
+            ({**dict(zip(TAG_NAMES, tags, strict=True)), "kind": kind}, float(v))
             for tags, s in items for kind, v in (("storage", s.storage_throttled_s),
                                                  ("quota", s.quota_throttled_s),
                                                  ("broker", s.broker_throttled_s))]))
@@ -170,7 +170,7 @@ def otlp_metrics(totals, *, resource: dict | None = None, prefixes=("",),
             h = s.remote_latency
             dp = m.histogram.data_points.add(start_time_unix_nano=start, time_unix_nano=now,
                                              count=h.count, sum=h.sum)
-            dp.attributes.extend(attrs(dict(zip(TAG_NAMES, tags))))
+            dp.attributes.extend(attrs(dict(zip(TAG_NAMES, tags, strict=True))))
             dp.explicit_bounds.extend(LATENCY_BOUNDS_S)
             dp.bucket_counts.extend(h.counts)
         metrics.append(m)

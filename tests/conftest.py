@@ -9,7 +9,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-FIXTURES = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "kafka-3.9.1")
+# Segments written by Apache Kafka 3.9.1 itself (tests/fixtures/kafka-3.9.1/README.md): kept in the
+# repository so a clone runs its whole suite with nothing beside it.
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "kafka-3.9.1")
 
 # Every JVM of the suite (Spark drivers, the Connect server, standalone daemons) lives for
 # seconds to minutes: the C1 compiler alone starts a session and runs its first jobs in about

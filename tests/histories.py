@@ -111,7 +111,7 @@ def rows_of(batches, topic: str, partition: int = 0) -> list[tuple]:
     out = []
     for b in batches:
         d = b.to_pydict()
-        for t, p, o, k, v in zip(d["topic"], d["partition"], d["offset"], d["key"], d["value"]):
+        for t, p, o, k, v in zip(d["topic"], d["partition"], d["offset"], d["key"], d["value"], strict=True):
             if (t, p) == (topic, partition):
                 out.append((o, None if k is None else bytes(k), None if v is None else bytes(v)))
     return sorted(out)

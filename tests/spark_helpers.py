@@ -75,7 +75,7 @@ def consumer_rows(rows: list) -> list:
 
 def first_difference(got: list, want: list) -> str:
     """A short description of where two row lists part, for assertion messages."""
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=False)):
         if g != w:
             return f"row {i}: got {g!r:.300} want {w!r:.300}"
     return f"lengths differ: got {len(got)} rows, want {len(want)}"
@@ -90,7 +90,7 @@ def arrow_rows(batches) -> dict:
         if not batch.num_rows:
             continue
         ts_us = batch.column(batch.schema.get_field_index("timestamp")).cast(pa.int64()).to_pylist()
-        for r, us in zip(batch.to_pylist(), ts_us):
+        for r, us in zip(batch.to_pylist(), ts_us, strict=True):
             row = {"offset": r["offset"], "timestamp": us // 1000 if us % 1000 == 0 else ("us", us),
                    "timestampType": r["timestampType"], "key": b64(r["key"]), "value": b64(r["value"])}
             if "headers" in r:

@@ -243,7 +243,7 @@ def test_encrypted_segment_reads_byte_exact(store, tmp_path, compression):
         s = rnd.randrange(len(data))
         ranges.append((s, rnd.randrange(s, len(data) + 1)))
     got = fetcher.fetch_ranges(seg, ranges)
-    for (s, e), g in zip(ranges, got):
+    for (s, e), g in zip(ranges, got, strict=True):
         assert bytes(g) == data[s:e], (s, e)
     assert b"".join(bytes(p) for p in fetcher.iter_log_segment(seg, 1000, None)) == data[1000:]
     assert fetcher.fetch_index(seg, "offset") == b"O" * 16
@@ -392,7 +392,7 @@ def test_offline_read_opens_the_encrypted_indexes(clusters):
 def test_a_missing_key_fails_in_planning_before_any_task(clusters, tmp_path):
     cluster, storage = clusters["s3"]
     other = aiven_writer.generate_key_pair(str(tmp_path / "other.pem"))
-    for keys, kind, needle in ((None, "no-keys", KEYS), (f"kp-2025=file:{other}", "unknown-key-pair", "'kp-2025'"),
+    for keys, _kind, needle in ((None, "no-keys", KEYS), (f"kp-2025=file:{other}", "unknown-key-pair", "'kp-2025'"),
                                (f"kp-2026=file:{other}", "wrong-key", "not that key pair's private key")):
         st = {k: v for k, v in storage.items() if k != KEYS}
         if keys:

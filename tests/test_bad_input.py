@@ -66,7 +66,7 @@ def rows_of(options: dict):
     try:
         for task in plan.tasks:
             for b in reader.read(task):
-                rows += zip(b.column("offset").to_pylist(), b.column("value").to_pylist())
+                rows += zip(b.column("offset").to_pylist(), b.column("value").to_pylist(), strict=True)
     finally:
         reader.close()
     return rows, reader.metrics.snapshot().total(), plan

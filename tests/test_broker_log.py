@@ -21,8 +21,7 @@ from kafka_tiered_source.storage.indexes import parse_txn_index
 from kafka_tiered_source.testing.log import TXN_ENTRY_SIZE, Segment, StorageError, build_indexes
 from kafka_tiered_source.testing.storage import BrokerStorage
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "shared", "fixtures", "kafka-3.9.1")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "kafka-3.9.1")
 META = {(m["topic"], m["partition"]): m for m in json.load(open(os.path.join(FIXTURES, "meta.json")))}
 PARTITIONS = sorted(META)
 
@@ -368,7 +367,7 @@ def test_restart_keeps_topics_logs_and_open_transactions(tmp_path):
     s = BrokerStorage(str(tmp_path), segment_bytes=4096)
     info = s.create_topic("r", 3)
     s.import_log_dir("payments", 0, seg_dir("payments", 0))
-    for i in range(30):
+    for _ in range(30):
         s.append("r", 2, make_batch([os.urandom(200)]))
     s.append("r", 2, make_batch([b"open"], producer_id=9, epoch=0, seq=0, transactional=True))
     before = {tp: s.offsets(*tp) for tp in [("r", 2), ("payments", 0)]}

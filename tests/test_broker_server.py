@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
+from itertools import pairwise
 
 import pytest
 
@@ -363,7 +364,7 @@ def test_kip1248_direct_fetch_hints_and_ranged_read(payments_cluster, version):
     assert len(data) == end - start
     got = batches(data)                     # whole batches, the first one holding the offset
     assert got[0][0] <= offset <= got[0][1][-1]
-    assert all(a[1][-1] < b[0] for a, b in zip(got, got[1:]))
+    assert all(a[1][-1] < b[0] for a, b in pairwise(got))
     assert c.storage.metrics.get("location_grants_total", client_id="direct-reader") == 1
 
     # without the tags: an ordinary fetch of the same offset, records from remote storage

@@ -246,7 +246,7 @@ def test_tier_waits_for_open_transaction_and_appended_segments(tmp_path):
     s.create_topic("t", 1)
     from test_broker_log import make_batch
     s.append("t", 0, make_batch([b"x" * 500] * 2, producer_id=3, epoch=0, seq=0, transactional=True))
-    for i in range(10):
+    for _ in range(10):
         s.append("t", 0, make_batch([b"y" * 500] * 2))
     assert s.offsets("t", 0).last_stable_offset == 0
     assert s.tier() == []                       # the open transaction pins everything

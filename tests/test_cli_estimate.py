@@ -131,8 +131,9 @@ def test_text_report(capsys, today):
     start = first_at_or_after(fixture_records("orders", 0), SINCE_MS)
     assert row0[:5] == ["orders-0", f"[{start},", "8000)", f"{8000 - start:,}", "5"]
     assert row0[-1] == "metadata-topic"
-    assert lines[-2].startswith("total: ") and "bytes from storage, $" in lines[-2]
-    assert lines[-1].startswith("prices: aws-s3-standard")
+    assert lines[-3].startswith("total: ") and "bytes from storage, $" in lines[-3]
+    assert lines[-2].startswith("prices: aws-s3-standard")
+    assert lines[-1] == "storage: checked (it answered the read's options)"
 
 
 def test_offline_estimate_with_a_window_equals_the_brokers(capsys, today):
@@ -160,6 +161,7 @@ def test_segments_lists_what_the_broker_tiered(capsys, today):
                 for r in mine if r["tiered"]] == [(s.base_offset, s.end_offset, s.size_bytes, s.max_timestamp,
                                                    s.segment_id) for s in segs]
         assert {r["located_by"] for r in mine if r["tiered"]} == {"metadata-topic"}
+        assert {r["storage_check"] for r in mine} == {"checked"}
         # max timestamps are the fixtures' own
         assert [r["max_timestamp"] for r in mine if r["tiered"]] == [
             s["maxTimestamp"] for s in FIXTURE_META[("orders", p)]["segments"][:len(segs)]]
@@ -170,8 +172,9 @@ def test_segments_lists_what_the_broker_tiered(capsys, today):
     lines = text.splitlines()
     assert lines[0].split()[:4] == ["partition", "base", "offset", "end"]
     assert lines[1].split()[:4] == ["orders-1", "1000", "1195", "2023-11-14T22:13:31.958Z"]
-    assert "(not tiered: read through the brokers)" in lines[-2]
-    assert lines[-1] == f"6 tiered segments, {sum(s.size_bytes for s in tiered(today, 'orders', 1)):,} bytes"
+    assert "(not tiered: read through the brokers)" in lines[-3]
+    assert lines[-2] == f"6 tiered segments, {sum(s.size_bytes for s in tiered(today, 'orders', 1)):,} bytes"
+    assert lines[-1] == "storage: checked (it answered the read's options)"
 
 
 def test_segments_on_a_kip1248_broker_show_the_time_index_bound(capsys, kip1248):

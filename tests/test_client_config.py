@@ -47,7 +47,7 @@ def test_secrets_never_in_repr():
     ({"bootstrap.servers": "b:1", "ssl.check.hostname": "maybe"}, "ssl.check.hostname"),
     ({"bootstrap.servers": "b:1", "isolation.level": "dirty"}, "isolation.level"),
     ({"bootstrap.servers": "b:1", "security.protocol": "SASL_SSL"}, "sasl.jaas.config"),
-    ({"bootstrap.servers": "b:1", "ssl.truststore.location": "/x.jks"}, "ssl.truststore.location"),
+    ({"bootstrap.servers": "b:1", "ssl.cafile": "/ca.pem", "ssl.truststore.location": "/x.jks"}, "ssl.cafile"),
 ])
 def test_bad_options_are_named(props, option):
     with pytest.raises(ConfigError) as ei:

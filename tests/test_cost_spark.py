@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.errors import AnalysisException
 
 from broker_fixtures import s3_tiered_cluster
 from spark_session import spark  # noqa: F401  (fixture)
@@ -96,7 +97,7 @@ def test_read_totals_equal_what_the_server_served(sp, s3, tmp_path):
     report = kafka_tiered_source.cost_report(stats)
     by_topic = {r.topic: r for r in report.rows}
     assert set(by_topic) == {"orders", "payments"}
-    for t, p in PARTITIONS:
+    for t, _p in PARTITIONS:
         r = by_topic[t]
         n, b = len(s3.proxy.gets(f"/cost/kt/{t}-")), s3.proxy.served_bytes(f"/cost/kt/{t}-")
         assert r.client_id == "backfill-cost"
@@ -164,7 +165,7 @@ def test_a_read_over_budget_is_refused_before_any_get(sp, s3):
     assert est.dollars > 0.000001      # 0.0004/1000 per GET: a few GETs are over it
     s3.proxy.reset()
     df = load(sp, opts)
-    with pytest.raises(Exception) as info:
+    with pytest.raises(AnalysisException) as info:        # refused while planning
         df.count()
     msg = str(info.value)
     assert "cost.budget.usd" in msg and "BudgetExceededError" in msg
@@ -182,7 +183,7 @@ def test_budget_and_cost_options_are_checked_at_load(sp, s3):
         with pytest.raises(ConfigError) as info:
             ReadOptions.parse(assign_options(s3, **bad))
         assert info.value.option == option
-    with pytest.raises(Exception) as info:
+    with pytest.raises(AnalysisException) as info:        # the options are parsed for the schema
         load(sp, assign_options(s3, **{"cost.egress": "moon"}))
     assert "cost.egress" in str(info.value)
 
@@ -213,8 +214,7 @@ def test_estimate_counts_part_gets_of_split_ranges(s3):
             reader.close()
     assert rows == _expected_rows()
     log_gets = s3.proxy.gets(".log")
-    assert abs(len(log_gets) - est.log_gets) <= ranges
-    assert len(log_gets) == est.log_gets             # exactly, in fact
+    assert len(log_gets) == est.log_gets
     assert sum(e[3] for e in log_gets) == est.bytes
     assert len(s3.proxy.gets(".rsm-manifest")) == est.manifest_gets
     assert est.remote_ranges == ranges and all(isinstance(r, RemoteRange) for r in plan.remote_ranges)

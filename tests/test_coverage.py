@@ -135,7 +135,7 @@ def histories(draw):
     starts = sorted(draw(st.lists(st.integers(1, log_end - 1), min_size=n_epochs - 1,
                                   max_size=n_epochs - 1, unique=True)))
     epoch_ids = sorted(draw(st.lists(st.integers(0, 8), min_size=n_epochs, max_size=n_epochs, unique=True)))
-    cache = list(zip(epoch_ids, [0] + starts))
+    cache = list(zip(epoch_ids, [0] + starts, strict=True))
     log_start = draw(st.integers(0, max(0, log_end // 4)))
     copies = []
     for i in range(draw(st.integers(0, 7))):
@@ -148,7 +148,7 @@ def histories(draw):
             k = draw(st.integers(1, 2))
             cut = sorted({s, *draw(st.lists(st.integers(s + 1, e + 1), max_size=k - 1))} - {e + 1})
             eps = list(zip(sorted(draw(st.lists(st.integers(0, 9), min_size=len(cut), max_size=len(cut),
-                                                unique=True))), cut))
+                                                unique=True))), cut, strict=True))
         copies.append(copy(i, s, e, eps))
     events = [("finish", c) for c in copies]
     events = draw(st.permutations(events))

@@ -19,6 +19,7 @@ import sys
 import uuid
 
 import pytest
+from pyspark.errors import AnalysisException
 
 from broker_fixtures import import_and_tier, s3_tiered_cluster
 from spark_helpers import arrow_rows, expected_rows, load, read_tasks
@@ -171,7 +172,7 @@ def test_misconfigured_storage_launches_no_spark_job(case, cluster, locked, spar
     sc.setJobGroup(group, f"preflight {case}")
     try:
         df = load(spark, misconfigured(case, cluster, locked))
-        with pytest.raises(Exception) as ei:
+        with pytest.raises(AnalysisException) as ei:      # raised while planning
             df.count()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)

@@ -29,6 +29,7 @@ from kafka_tiered_source import planning
 from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
+from kafka_tiered_source.testing.log import StorageError
 
 pytestmark = [pytest.mark.decoder]
 
@@ -56,14 +57,16 @@ class KafkaProxy:
     and version from the request header, so it can decode the matching response.  Metadata
     answers are rewritten to advertise the proxy (so every later request comes through it too);
     ``faults`` are callables ``(api_key, version, response frame) -> action`` that may return
-    ``("cut", n)`` (send n bytes of the frame, then close both sockets), ``("replace", frame)``
-    or None.  ``log`` records ``(api_key, version)`` of every request in order."""
+    ``("cut", n)`` (send n bytes of the frame, then close both sockets), ``("replace", frame)``,
+    ``("delay", seconds)`` (hold the answer that long) or None.  ``log`` records
+    ``(api_key, version)`` of every request in order, ``times`` when each arrived (monotonic)."""
 
     def __init__(self, upstream_port: int):
         self.upstream_port = upstream_port
         self.port = free_port()
         self.faults: list = []
         self.log: list = []
+        self.times: list = []
         self.fired: list = []
         self.connections = 0
         self.lock = threading.Lock()
@@ -113,6 +116,7 @@ class KafkaProxy:
                 pending[cid] = (key, version)
                 with self.lock:
                     self.log.append((key, version))
+                    self.times.append(time.monotonic())
                 upstream.sendall(head + body)
         except OSError:
             self._shut(client, upstream)
@@ -143,6 +147,8 @@ class KafkaProxy:
                     return
                 if action and action[0] == "replace":
                     frame = action[1]
+                if action and action[0] == "delay":
+                    time.sleep(action[1])
                 client.sendall(frame)
         except OSError:
             self._shut(client, upstream)
@@ -326,8 +332,9 @@ def test_delete_records_moves_log_start_and_drops_whole_segments(cluster):
     assert [r["offset"] for r in rows] == [r["offset"] for r in WANT if r["offset"] >= cut]
     # idempotent, never backwards, bounded by the high watermark
     assert cluster.delete_records(TOPIC, PART, cut - 100) == cut
-    with pytest.raises(Exception, match="outside"):
+    with pytest.raises(StorageError, match="outside") as refused:
         cluster.delete_records(TOPIC, PART, o.high_watermark + 1)
+    assert refused.value.error_name == "OFFSET_OUT_OF_RANGE"
 
 
 @pytest.mark.parametrize("direct", [False, True], ids=["broker-only", "direct"])

@@ -85,7 +85,7 @@ def test_the_demo_is_quiet_and_ends_with_the_parquet_files_and_the_cost(tmp_path
     env = {**os.environ, **spark_env()}
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "backfill.py"), "--s3", "--encrypt",
                            "--records", "12000", "--partitions", "2", "--min-partitions", "2",
-                           "--segment-bytes", str(64 << 10), "--output", str(out)],
+                           "--segment-bytes", str(64 << 10), "--rounds", "1", "--output", str(out)],
                           capture_output=True, text=True, env=env, timeout=600, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+from itertools import pairwise
 
 import pytest
 
@@ -21,8 +22,8 @@ LAYERS = [
     {"storage"},                                        # fetchers, layouts, index files
     {"metrics", "cost", "quota", "telemetry"},          # accounting
     {"planning"},                                       # where each offset lives, read tasks
-    {"executor"},                                       # one Spark task
-    {"spark"},                                          # the data source
+    {"executor"},                                       # one read task
+    {"spark", "scanner"},                               # the data source; the read without Spark
     {"testing"},                                        # the embedded broker
     {"cli", "(package)"},                               # entry points
 ]
@@ -108,7 +109,7 @@ def test_no_import_cycle_between_parts():
     for start in sorted(edges):
         if state.get(start) is None and visit(start, [start]):
             break
-    where = [edges[a][b] for a, b in zip(cycle, cycle[1:])]
+    where = [edges[a][b] for a, b in pairwise(cycle)]
     assert cycle == [], f"cycle {' -> '.join(cycle)} at {where}"
 
 
@@ -125,3 +126,15 @@ def test_the_checker_sees_function_level_imports(tmp_path):
     path.write_text("def f():\n    from ..spark.datasource import x\n")
     assert [t for t, _ in _imports(str(path), "kafka_tiered_source.planning.probe", False)] == [
         "kafka_tiered_source.spark.datasource"]
+
+
+def test_scan_runs_without_spark():
+    """``scan()`` (the scanner part) sits beside ``spark``, not on it: nothing in it imports the Spark part or pyspark."""
+    assert "spark" not in _graph().get("scanner", {})
+    scan_dir = os.path.join(ROOT, "scanner")
+    for f in sorted(os.listdir(scan_dir)):
+        if f.endswith(".py"):
+            tree = ast.parse(open(os.path.join(scan_dir, f), encoding="utf-8").read())
+            names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+            names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+            assert not [n for n in names if n.split(".")[0] == "pyspark"], f

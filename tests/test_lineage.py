@@ -65,7 +65,7 @@ def scenario(draw):
     n = draw(st.integers(1, 5))
     epochs = sorted(draw(st.sets(st.integers(0, 12), min_size=n, max_size=n)))
     starts = sorted(draw(st.lists(st.integers(0, 200), min_size=n, max_size=n)))
-    cache = dict(zip(epochs, starts))
+    cache = dict(zip(epochs, starts, strict=True))
     log_end = max(starts) + draw(st.integers(1, 60))
     if draw(st.booleans()):
         # a segment cut from the lineage itself
@@ -81,7 +81,7 @@ def scenario(draw):
         m = draw(st.integers(1, 3))
         seg_epochs = sorted(draw(st.sets(st.integers(0, 12), min_size=m, max_size=m)))
         seg_starts = sorted(draw(st.lists(st.integers(0, 220), min_size=m, max_size=m)))
-        seg = dict(zip(seg_epochs, seg_starts))
+        seg = dict(zip(seg_epochs, seg_starts, strict=True))
         end = max(seg_starts) + draw(st.integers(0, 40))
     return cache, log_end, seg, end
 

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, fixture_cluster  # noqa: F401  (fixture)
+from kafka_tiered_source.errors import BrokerError
 from kafka_tiered_source.executor.run import run_task
 from kafka_tiered_source.metrics.directory import (collect, default_dir, history, incomplete, parse_records,
                                                    read_files, resolve, task_record, write_task)
@@ -60,7 +61,7 @@ def test_a_task_stopped_early_reports_stopped_and_a_failed_one_is_left_out(fixtu
                              "kafka.retries": "0", "kafka.socket.connection.setup.timeout.ms": "200"})
     from kafka_tiered_source.planning.tasks import BrokerRange, ReadTask
     failing = ReadTask(1, (BrokerRange("orders", 0, "", 0, 10, 1000),))   # no broker there: it fails
-    with pytest.raises(Exception):
+    with pytest.raises(BrokerError, match="no broker reachable"):
         list(run_task(bad, failing, read_id="r2", tasks_planned=3, attempt="b"))
     outcomes = sorted(r["outcome"] for r in parse_records(read_files(where)))
     assert outcomes == ["failed", "stopped"]

@@ -2,14 +2,19 @@
 storage layer's and the Kafka client's options, and README's reference generated from it."""
 from __future__ import annotations
 
+import ast
+import dataclasses
 import os
 import re
+import typing
 
 import pytest
 
+import kafka_tiered_source
 from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.options import (KAFKA_OPTIONS, OPTIONS, ClientConfig, FetcherConfig, ReadOptions,
                                          markdown_table, register_fetcher)
+from kafka_tiered_source.options import codegen, fields
 from kafka_tiered_source.redact import is_secret_key
 from kafka_tiered_source.storage import RemoteStorageFetcher
 
@@ -96,19 +101,90 @@ def test_every_option_is_declared_once_with_a_doc_and_a_secret_flag_that_agrees_
         assert o.secret == is_secret_key(o.name), o.name
 
 
+def _config(o: ReadOptions, config: str):
+    return {"ReadOptions": o, "FetcherConfig": o.storage, "QuotaConfig": o.quota}[config]
+
+
+def _other_value(opt) -> str:
+    """A valid value of ``opt`` other than its default."""
+    if opt.parse.choices:
+        return next(c for c in opt.parse.choices if c != opt.default)
+    return {"bool": "false" if opt.default else "true", "int": "7", "float": "2.5",
+            "str": "other-value"}[opt.parse.type]
+
+
 def test_defaults_in_the_table_are_what_a_parse_gives():
-    o = ReadOptions.parse(BASE)
-    by_name = {opt.name: opt.default for opt in OPTIONS}
-    assert o.partition_target_bytes == by_name["partition.target.bytes"]
-    assert o.fail_on_data_loss is by_name["failOnDataLoss"]
-    assert o.storage.part_size == by_name["fetch.remote.part.size.bytes"]
-    assert o.storage.concurrency == by_name["fetch.remote.concurrency"]
-    assert o.cost.preset == by_name["cost.preset"]
-    assert o.poll_timeout_ms == by_name["kafkaConsumer.pollTimeoutMs"]
+    o = ReadOptions.parse(BASE, streaming=True)
+    for opt in OPTIONS:
+        if opt.field is not None:
+            assert getattr(_config(o, opt.config), opt.field) == opt.default, opt.name
+    assert o.cost.preset == {opt.name: opt.default for opt in OPTIONS}["cost.preset"]
     cfg = ClientConfig.from_properties({"bootstrap.servers": "b:1"})
     kafka = {opt.name: opt.default for opt in KAFKA_OPTIONS}
     assert cfg.request_timeout_ms == kafka["request.timeout.ms"]
     assert cfg.max_partition_fetch_bytes == kafka["max.partition.fetch.bytes"]
+
+
+@pytest.mark.parametrize("opt", [o for o in OPTIONS if o.field is not None], ids=lambda o: o.name)
+def test_each_option_with_a_field_fills_it_and_nothing_else(opt):
+    raw = _other_value(opt)
+    o = ReadOptions.parse({**BASE, opt.name: raw}, streaming=True)
+    assert getattr(_config(o, opt.config), opt.field) == opt.value(raw) != opt.default
+    # every other field keeps its default
+    for other in OPTIONS:
+        if other.field is not None and other is not opt:
+            assert getattr(_config(o, other.config), other.field) == other.default, (opt.name, other.name)
+
+
+def test_the_typed_fields_are_generated_from_the_table():
+    with open(codegen.PATH, encoding="utf-8") as f:
+        assert f.read() == codegen.source(), \
+            "options/fields.py is stale: run python -m kafka_tiered_source.options.codegen"
+    # enumerations are Literal types of their choices
+    hints = typing.get_type_hints(fields.ReadOptionsFields)
+    assert typing.get_args(hints["fetch_remote_fallback"]) == ("auto", "never", "always")
+    assert typing.get_args(typing.get_type_hints(fields.FetcherConfigFields)["layout"]) == \
+        ("aiven", "kafka-local-tiered", "template")
+    assert hints["min_partitions"] == typing.Optional[int] and hints["include_headers"] is bool
+    # and every field of those bases is a row of the table
+    names = {o.field for o in OPTIONS if o.field is not None}
+    for base in (fields.ReadOptionsFields, fields.FetcherConfigFields, fields.QuotaConfigFields):
+        assert {f.name for f in dataclasses.fields(base)} <= names
+
+
+def _package_uses():
+    """Attribute names read, string constants and f-string shapes (``f"{side}Offsets"`` as a
+    pattern), in the package outside the table itself."""
+    root = os.path.dirname(kafka_tiered_source.__file__)
+    skip = {os.path.join(root, "options", n) for n in ("table.py", "fields.py", "codegen.py")}
+    attrs, strings, shapes = set(), set(), set()
+    for d, _, files in os.walk(root):
+        for n in files:
+            path = os.path.join(d, n)
+            if not n.endswith(".py") or path in skip:
+                continue
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                    attrs.add(node.attr)
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    strings.add(node.value.lower())
+                elif isinstance(node, ast.JoinedStr):
+                    shapes.add("".join(re.escape(part.value.lower()) if isinstance(part, ast.Constant)
+                                       else r"[\w.]*" for part in node.values))
+    return attrs, strings, shapes
+
+
+def test_every_option_is_read_somewhere():
+    """A row whose field nothing reads, or whose name nothing asks for, is an option that is
+    validated and documented but does nothing: refuse it, or make it work."""
+    attrs, strings, shapes = _package_uses()
+
+    def asked_for(key):
+        return key in strings or any(re.fullmatch(shape, key) for shape in shapes if shape != r"[\w.]*")
+
+    unused = [o.name for o in OPTIONS if (o.field not in attrs if o.field is not None else not asked_for(o.key))]
+    assert unused == []
+    assert [o.name for o in KAFKA_OPTIONS if not asked_for(o.key)] == []
 
 
 def test_readme_option_reference_is_the_generated_table():

@@ -216,6 +216,25 @@ def test_error_table():
     assert "NOT_LEADER_OR_FOLLOWER" in str(err) and "b1:9092" in str(err) and "partition 3" in str(err)
 
 
+def test_named_codes_are_kafkas_and_the_error_class_says_whether_metadata_is_stale():
+    from kafka_tiered_source.errors import BrokerError, InvalidMetadataError
+    from kafka_tiered_source.protocol import errors as e
+    # each constant is the code of the Kafka error it is named after (Errors.java)
+    for name in ("OFFSET_OUT_OF_RANGE", "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE",
+                 "NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "UNSUPPORTED_VERSION",
+                 "UNKNOWN_TOPIC_ID"):
+        assert e.lookup(getattr(e, name)).name == name
+    # Kafka's InvalidMetadataException family: NotLeaderOrFollower, UnknownTopicOrPartition,
+    # LeaderNotAvailable and Network exceptions extend it; OffsetOutOfRange and RequestTimedOut do not
+    for code in (e.NOT_LEADER_OR_FOLLOWER, e.UNKNOWN_TOPIC_OR_PARTITION, e.LEADER_NOT_AVAILABLE,
+                 e.NETWORK_EXCEPTION, e.UNKNOWN_TOPIC_ID):
+        err = e.broker_error(code)
+        assert isinstance(err, InvalidMetadataError) and err.refresh_metadata and err.retriable, code
+    for code in (e.OFFSET_OUT_OF_RANGE, e.REQUEST_TIMED_OUT, e.UNSUPPORTED_VERSION):
+        err = e.broker_error(code)
+        assert type(err) is BrokerError and not err.refresh_metadata, code
+
+
 def test_copy_is_deep_for_structs_and_lists():
     resp = m.FetchResponse(responses=[m.FetchResponse.FetchableTopicResponse(
         partitions=[m.FetchResponse.PartitionData(partition_index=1, records=b"abc")])])

@@ -15,6 +15,7 @@ import datetime as dt
 import os
 
 import pytest
+from pyspark.errors import AnalysisException
 
 from broker_fixtures import (FIXTURE_META, FIXTURE_PARTITIONS, expected_rows as produced_rows,
                              file_tiered_cluster, fixture_expected, produce_kafka_python)
@@ -286,7 +287,7 @@ def test_estimate_and_budget_count_the_pushed_filters(sp, today):
     assert n == sum(r["timestamp"] >= PAST_9 for r in fixture_expected("orders", 0, False))
     assert kts.last_read_stats(sp).total().remote_requests == part.gets
     sp.conf.set(PUSHDOWN, "false")
-    with pytest.raises(Exception, match="over the budget"):
+    with pytest.raises(AnalysisException, match="over the budget"):     # refused while planning
         load(sp, limited).where(where).count()
     before = sp.conf.get("spark.sql.session.timeZone")
     try:

@@ -35,7 +35,7 @@ def test_spark_filters_taken_and_left():
             sds.EqualTo(("partition",), 1.5), sds.EqualTo(("partition",), True),
             sds.EqualTo(("headers", "key"), "h"), sds.EqualTo(("offset",), None)]
     flt, rejected = RowFilter.of_spark(taken + left)
-    assert rejected == left and all(a is b for a, b in zip(rejected, left))
+    assert rejected == left and all(a is b for a, b in zip(rejected, left, strict=True))
     assert len(flt.predicates) == len(taken)
     assert str(flt).startswith("timestamp >= TIMESTAMP '2026-10-01T00:00:00.000Z' AND partition = 1")
     assert flt.timestamp_from_ms() == T_US // 1000
@@ -53,7 +53,7 @@ def test_null_semantics_on_columns_that_are_never_null():
 
 
 def _batch(rows):
-    cols = list(zip(*rows)) if rows else [[]] * 5
+    cols = list(zip(*rows, strict=True)) if rows else [[]] * 5
     topic, part, off, us, tstype = cols
     n = len(rows)
     return pa.RecordBatch.from_arrays(
@@ -91,7 +91,8 @@ def test_apply_matches_row_by_row_evaluation():
         got = flt.apply(_batch(rows))
         want = [r for r in rows if all(_python(p, r) for p in preds)]
         assert got.schema == kafka_schema(False)
-        assert list(zip(got.column(2).to_pylist(), got.column(3).to_pylist(), got.column(4).to_pylist())) == \
+        assert list(zip(got.column(2).to_pylist(), got.column(3).to_pylist(), got.column(4).to_pylist(),
+                        strict=True)) == \
             [(r[0], r[1], r[2]) for r in want], str(flt)
 
 

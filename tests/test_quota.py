@@ -1,5 +1,7 @@
-"""Client-side quotas: the token bucket's arithmetic, how limits are split over tasks, and a real
-read of Kafka segments from a moto S3 server held to a byte rate, measured on the server side."""
+"""Client-side quotas: the token bucket's arithmetic, how limits are split over tasks, and real
+reads of Kafka segments from a moto S3 server whose quota buckets run on a clock of the test's:
+every byte and GET the server counted is a token the reader took and slept off at the rate, so
+the checks are counts, not wall-clock windows a loaded machine could miss."""
 from __future__ import annotations
 
 import json
@@ -11,7 +13,6 @@ import pytest
 from broker_fixtures import fixture_segments, s3_tiered_cluster
 from storage_servers import S3_KEY_ID, S3_SECRET
 
-from kafka_tiered_source.planning.estimate import estimate_plan
 from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.quota import QuotaConfig, ReaderQuota, TokenBucket
 from kafka_tiered_source import planning
@@ -135,26 +136,55 @@ def _read_all(options, plan):
     return totals
 
 
-def test_a_byte_quota_holds_within_ten_percent_over_a_ten_second_read(s3):
-    probe = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": "32768"}))
-    est = estimate_plan(planning.plan(probe), probe)
-    rate = est.bytes / 10.0            # about ten seconds of reading
+def _counted_read(options, plan, t: FakeTime):
+    """Read ``plan`` in one reader whose quota runs on the clock ``t`` (it moves only when the
+    quota sleeps): what the buckets charge is counted, not timed."""
+    assert len(plan.tasks) == 1
+    reader = TaskReader(options, tasks_planned=1)
+    q = reader.metrics.quota
+    reader.metrics.quota = ReaderQuota(q.bytes_per_second, q.requests_per_second, clock=t.clock, sleep=t.sleep)
+    try:
+        rows = sum(b.num_rows for b in reader.read(plan.tasks[0]))
+        return rows, reader.metrics.snapshot().total()
+    finally:
+        reader.close()
+
+
+def test_a_byte_quota_charges_every_byte_the_store_served_and_sleeps_them_off_at_the_rate(s3):
+    """Every byte the S3 server sent (counted on its side) is a token the reader's bucket took,
+    and the reader slept exactly tokens / rate: on an empty bucket, no byte is read ahead of
+    the rate.  The clock is the quota's own, so a loaded machine changes nothing."""
+    rate = 250_000.0
     options = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": "32768",
                                                 "quota.remote.bytes.per.second": repr(rate)}))
     plan = planning.plan(options)
-    assert len(plan.tasks) == 1
     s3.proxy.reset()
-    totals = _read_all(options, plan)
-    gets = [e for e in s3.proxy.gets() if 200 <= e[2] < 300]
-    span = max(e[5] for e in gets) - min(e[4] for e in gets)
+    t = FakeTime()
+    rows, stats = _counted_read(options, plan, t)
+    gets = s3.proxy.gets()
     served = sum(e[3] for e in gets)
-    assert served >= est.bytes > 1_000_000
-    measured = served / span
-    print(f"limit {rate:,.0f} B/s, served {served:,} B in {span:.2f}s = {measured:,.0f} B/s "
-          f"({len(gets)} GETs)")
-    assert measured == pytest.approx(rate, rel=0.10)
-    slept = sum(t.total().quota_throttled_s for t in totals)
-    assert slept > 0.5 * span          # most of the read was spent waiting on the quota
+    assert rows > 0 and all(200 <= e[2] < 300 for e in gets)
+    assert served > 1_000_000 and len(gets) > 10
+    # one charge (and so one sleep) per GET, together exactly the bytes served over the rate
+    assert len(t.slept) == len(gets)
+    assert sum(t.slept) == pytest.approx(served / rate)
+    assert stats.quota_throttled_s == pytest.approx(served / rate)
+    assert stats.remote_bytes == served and stats.remote_requests == len(gets)
+
+
+def test_a_request_quota_takes_one_token_per_get_the_store_saw(s3):
+    """n GETs at r/s from a bucket holding the first token: n - 1 waits of 1/r, counted."""
+    rate = 20.0
+    options = ReadOptions.parse(_options(s3, **{"fetch.remote.part.size.bytes": str(1 << 20),
+                                                "quota.remote.requests.per.second": repr(rate)}))
+    plan = planning.plan(options)
+    s3.proxy.reset()
+    t = FakeTime()
+    _, stats = _counted_read(options, plan, t)
+    n = len(s3.proxy.gets())
+    assert n >= 5
+    assert t.slept == [pytest.approx(1 / rate)] * (n - 1)
+    assert stats.quota_throttled_s == pytest.approx((n - 1) / rate)
 
 
 def test_a_job_limit_gives_each_task_its_share(s3):

@@ -303,7 +303,7 @@ def test_booleans_and_ints():
     ("fetch.remote.connect.timeout.ms", "-1", ">= 1"),
     ("fetch.remote.read.timeout.ms", "x", "must be an integer"),
     ("fetch.remote.enabled", "maybe", "'true' or 'false'"),
-    ("fetchOffset.numRetries", "-1", ">= 0"),
+    ("fetchOffset.numRetries", "0", "must be positive"),   # Spark fails every read with 0 attempts
     ("kafkaConsumer.pollTimeoutMs", "0", "must be positive"),
 ])
 def test_invalid_scalar_values_name_the_option(option, value, fragment):

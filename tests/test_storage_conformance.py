@@ -167,7 +167,7 @@ def compressible(n: int, seed: int = 2) -> bytes:
 def check_ranges(fetcher, seg, data, ranges):
     got = fetcher.fetch_ranges(seg, ranges)
     assert len(got) == len(ranges)
-    for (s, e), g in zip(ranges, got):
+    for (s, e), g in zip(ranges, got, strict=True):
         assert bytes(g) == data[s:e], (s, e)
 
 

@@ -117,18 +117,25 @@ def test_an_offset_past_the_log_end_names_the_partition(sp, cluster, tmp_path):
 
 
 def _follow(q, topic: str, offset: int, limit_s: float) -> None:
-    """Let the running query work: until a micro-batch has read ``topic``-0 up to ``offset``,
-    for ``limit_s`` seconds at most (the time the test gave it before)."""
+    """Wait until a micro-batch of the running query has read ``topic``-0 up to ``offset``; fail
+    after ``limit_s`` seconds (a query that does not follow the topic is the failure)."""
     import time
     deadline = time.monotonic() + limit_s
+    reached = -1
     while time.monotonic() < deadline:
+        if q.exception() is not None:
+            raise AssertionError(f"the query failed while following {topic}: {q.exception()}")
         for progress in q.recentProgress:
             for source in progress.get("sources", []):
                 end = source.get("endOffset")
                 end = json.loads(end) if isinstance(end, str) else end
-                if isinstance(end, dict) and int(end.get(topic, {}).get("0", -1)) >= offset:
-                    return
+                if isinstance(end, dict):
+                    reached = max(reached, int(end.get(topic, {}).get("0", -1)))
+        if reached >= offset:
+            return
         time.sleep(0.05)
+    raise AssertionError(f"the running query read {topic}-0 up to offset {reached} in {limit_s:.0f} s, "
+                         f"not up to {offset}: it does not follow the topic")
 
 
 def test_a_running_query_follows_the_topic_while_the_broker_tiers_under_it(sp, tmp_path):
@@ -151,7 +158,7 @@ def test_a_running_query_follows_the_topic_while_the_broker_tiers_under_it(sp, t
                                          [(None, b"two-%d" % i, [], None) for i in range(50)], "none")
                 c.roll("live", 0)
                 c.tier("live")
-                _follow(q, "live", sent, 1.5)
+                _follow(q, "live", sent, 90)
             tiered = c.remote_segments("live", 0)
             assert tiered, "the broker tiered segments while the query ran"
             deadline = time.time() + 120

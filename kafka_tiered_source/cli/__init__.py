@@ -18,7 +18,8 @@ _REGISTRY: dict[str, tuple[str, Callable]] = {}
 
 # Modules that register subcommands when imported (besides this one).
 SUBCOMMAND_MODULES: list[str] = ["kafka_tiered_source.cli.dump", "kafka_tiered_source.cli.broker",
-                                  "kafka_tiered_source.cli.estimate", "kafka_tiered_source.cli.segments"]
+                                  "kafka_tiered_source.cli.estimate", "kafka_tiered_source.cli.segments",
+                                  "kafka_tiered_source.cli.export"]
 
 
 def command(name: str, help: str):

@@ -2,7 +2,12 @@
 
 Secrets stay off the command line (other users can read argv): S3 credentials come from the
 usual ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN`` variables, SASL
-users from a JSON file ``{"user": "password"}``.
+users from a JSON file ``{"user": "password"}``, and the listener's security settings from
+``--config server.properties`` under Kafka's broker names: ``ssl.keystore.*`` and
+``ssl.truststore.*`` (JKS, PKCS12 or PEM), ``ssl.client.auth`` (mutual TLS),
+``sasl.enabled.mechanisms``, the OAUTHBEARER validator's ``sasl.oauthbearer.jwks.endpoint.url``,
+``...expected.issuer``, ``...expected.audience``, and ``connections.max.reauth.ms``
+(``listener.name.<listener>.[<mechanism>.]`` prefixes are accepted and dropped).
 """
 from __future__ import annotations
 
@@ -34,11 +39,17 @@ def _broker_setup(p: argparse.ArgumentParser):
     p.add_argument("--presign-expiry-s", type=int, default=3600)
     p.add_argument("--s3-endpoint-url")
     p.add_argument("--s3-region")
-    p.add_argument("--sasl-mechanism", action="append", choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
-                   help="require SASL with this mechanism (repeatable)")
+    p.add_argument("--sasl-mechanism", action="append",
+                   choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"],
+                   help="require SASL with this mechanism (repeatable; OAUTHBEARER needs "
+                        "sasl.oauthbearer.jwks.endpoint.url in --config)")
     p.add_argument("--sasl-users-file", help='JSON file {"user": "password", ...}')
-    p.add_argument("--ssl-certfile")
+    p.add_argument("--ssl-certfile", help="the listener's certificate chain (PEM); or ssl.keystore.* in --config")
     p.add_argument("--ssl-keyfile")
+    p.add_argument("--config", metavar="FILE",
+                   help="Kafka broker properties for the listener's security (ssl.keystore.*, "
+                        "ssl.truststore.*, ssl.client.auth, sasl.enabled.mechanisms, sasl.oauthbearer.*, "
+                        "connections.max.reauth.ms)")
     p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus text at /metrics")
     p.add_argument("--auto-create-topics", action="store_true")
     p.add_argument("--no-kip1248", dest="kip1248", action="store_false",
@@ -60,22 +71,17 @@ def _broker_setup(p: argparse.ArgumentParser):
         "AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... kafka-tiered broker --data-dir /tmp/kt \\",
         "    --remote-storage s3://tiered/kt --s3-endpoint-url http://127.0.0.1:5000 --chunk-compression",
         "kafka-tiered broker --data-dir /tmp/kt --remote-storage file:///tmp/r \\",
-        "    --encryption-key-pair k1=/etc/kafka/k1.pem --encryption-key-pair-id k1   # encrypted segments")
+        "    --encryption-key-pair k1=/etc/kafka/k1.pem --encryption-key-pair-id k1   # encrypted segments",
+        "kafka-tiered broker --data-dir /tmp/kt --config mtls.properties   # ssl.keystore.location=broker.p12, "
+        "ssl.client.auth=required, ...")
     return _broker_run
 
 
 def _broker_run(args) -> int:
-    from ..errors import ConfigError
     from ..testing.cluster import EmbeddedCluster
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    sasl = None
-    if args.sasl_mechanism:
-        if not args.sasl_users_file:
-            raise ConfigError("--sasl-mechanism needs --sasl-users-file", option="--sasl-users-file")
-        with open(args.sasl_users_file) as f:
-            sasl = {"mechanisms": args.sasl_mechanism, "users": json.load(f)}
-    ssl = {"certfile": args.ssl_certfile, "keyfile": args.ssl_keyfile} if args.ssl_certfile else None
+    ssl, sasl = _security(args)
     cluster = EmbeddedCluster(
         args.data_dir, remote_storage=args.remote_storage, layout=args.layout,
         segment_bytes=args.segment_bytes, local_retention_bytes=args.local_retention_bytes,
@@ -123,3 +129,63 @@ def _key_pairs(args) -> dict:
                               option="--encryption-key-pair")
         pairs[key_id] = path
     return pairs
+
+
+OAUTH_VALIDATOR_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
+
+
+def _broker_properties(path: str) -> dict:
+    """``--config``: Kafka broker properties, listener prefixes dropped."""
+    import re
+
+    from .properties import read_properties
+    out = {}
+    for key, value in read_properties(path, "--config").items():
+        key = re.sub(r"^listener\.name\.[^.]+\.(?:(?:plain|scram-sha-256|scram-sha-512|oauthbearer)\.)?", "",
+                     key.strip())
+        out[key] = value
+    return out
+
+
+def _security(args) -> tuple:
+    """The listener's TLS and SASL settings from the flags and ``--config``."""
+    from ..errors import ConfigError
+    from ..testing.oauth_validator import OAuthValidatorConfig
+    from ..testing.server import SSL_KEYS
+    props = _broker_properties(args.config) if args.config else {}
+    ssl: dict = {k: v for k, v in props.items() if k in SSL_KEYS}
+    if args.ssl_certfile:
+        if "ssl.keystore.location" in ssl or "ssl.keystore.key" in ssl:
+            raise ConfigError("give --ssl-certfile or ssl.keystore.* in --config, not both", option="--ssl-certfile")
+        ssl.update(certfile=args.ssl_certfile, keyfile=args.ssl_keyfile)
+    mechanisms = list(args.sasl_mechanism or [])
+    mechanisms += [x.strip().upper() for x in props.get("sasl.enabled.mechanisms", "").split(",")
+                   if x.strip() and x.strip().upper() not in mechanisms]
+    sasl: dict = {k: v for k, v in props.items() if k in OAuthValidatorConfig.KEYS}
+    if "connections.max.reauth.ms" in props:
+        sasl["connections.max.reauth.ms"] = props["connections.max.reauth.ms"]
+    handler = props.get("sasl.server.callback.handler.class")
+    if handler is not None and handler.strip() not in OAUTH_VALIDATOR_HANDLERS:
+        raise ConfigError(f"sasl.server.callback.handler.class {handler.strip()!r}: the embedded broker validates "
+                          f"OAUTHBEARER tokens as Kafka's {OAUTH_VALIDATOR_HANDLERS[0]} does, and runs no other "
+                          f"handler", option="sasl.server.callback.handler.class")
+    known = set(SSL_KEYS) | set(OAuthValidatorConfig.KEYS) | {"sasl.enabled.mechanisms", "connections.max.reauth.ms",
+                                                               "sasl.server.callback.handler.class"}
+    unknown = sorted(set(props) - known)
+    if unknown:
+        raise ConfigError(f"--config {args.config}: {unknown[0]!r} is not a listener security setting the embedded "
+                          f"broker takes ({', '.join(sorted(known))})", option=unknown[0])
+    if not mechanisms:
+        if sasl:
+            raise ConfigError("--config has SASL settings but no mechanism is enabled (sasl.enabled.mechanisms)",
+                              option="sasl.enabled.mechanisms")
+        return ssl or None, None
+    sasl["mechanisms"] = mechanisms
+    if set(mechanisms) - {"OAUTHBEARER"}:
+        if not args.sasl_users_file:
+            raise ConfigError("PLAIN and SCRAM need --sasl-users-file", option="--sasl-users-file")
+        with open(args.sasl_users_file) as f:
+            sasl["users"] = json.load(f)
+    return ssl or None, sasl

@@ -92,7 +92,7 @@ def dump(buf, name: str, *, records: bool = False, as_json: bool = False,
                     ms = [us // 1000 for us in
                           table.column("timestamp").cast("int64").to_pylist()]
                     rows = table.drop_columns(["timestamp"]).to_pylist()
-                    for r, t in zip(rows, ms):
+                    for r, t in zip(rows, ms, strict=True):
                         r["timestamp"] = t
             except CorruptRecordError as exc:
                 error = str(exc)

@@ -5,10 +5,17 @@ broker or offline) and prints, per partition, the offsets read, the tiered segme
 bytes from storage and the bytes left to the brokers, then the totals and dollars
 (:func:`kafka_tiered_source.planning.estimate.estimate_plan`).  Planning reads no record data.
 
-The read arguments (``--bootstrap-servers``, ``--topic``, ``--remote-storage-uri``, ``-o``)
-are shared with ``kafka-tiered segments``.  Secrets stay off the command line: S3, GCS and
-Azure credentials come from the usual environment of each SDK; ``-o`` takes any other source
-option, and ``-o @file.json`` a JSON object of them.
+The read arguments (``--bootstrap-servers``, ``--topic``, ``--remote-storage-uri``, ``-o``,
+``--command-config``) are shared with ``kafka-tiered segments``.  Secrets stay off the command
+line: S3, GCS and Azure credentials come from the usual environment of each SDK; Kafka's
+security settings (TLS stores, SASL, OAUTHBEARER) from ``--command-config client.properties``
+as Kafka's own tools take them; ``-o`` takes any other source option, and ``-o @file.json`` a
+JSON object of them.
+
+Storage is checked as the read checks it before its first task (one cheap request with the
+read's options: :mod:`kafka_tiered_source.planning.preflight`), so a misspelt prefix, a wrong
+layout or a bucket that does not exist is an error here too, not a confident plan.
+``--no-check`` plans without asking storage, on purpose, and the output says so.
 """
 from __future__ import annotations
 
@@ -27,11 +34,14 @@ EXAMPLES = examples(
     "--remote-storage-uri s3://tiered/prod/ -o remote.storage.layout=aiven   # no broker: the store listed",
     "kafka-tiered estimate --bootstrap-servers b1:9092 --pattern 'orders-.*' --remote-storage-uri gs://tiered "
     "-o cost.preset=gcs-standard   # GCS prices, any other source option with -o",
+    "kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/ "
+    "--no-check   # plan without asking storage (no credentials here); the output says so",
 )
 
 
-def add_read_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments that say what to read: the same for ``estimate`` and ``segments``."""
+def add_read_arguments(p: argparse.ArgumentParser, check: bool = True) -> None:
+    """The arguments that say what to read: the same for ``estimate``, ``segments`` and
+    ``export`` (``check``: with ``--no-check``; a command that reads always checks)."""
     what = p.add_argument_group("what to read")
     what.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
                       help="Kafka brokers; without them the store is listed (offline)")
@@ -47,6 +57,13 @@ def add_read_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"])
     what.add_argument("-o", "--option", action="append", default=[], metavar="KEY=VALUE",
                       help="any other source option (repeatable), or @file.json with several")
+    what.add_argument("--command-config", metavar="FILE",
+                      help="Kafka client properties (.properties, as Kafka's tools take them: "
+                           "security.protocol, ssl.*, sasl.*), each as the option kafka.<key>")
+    if check:
+        what.add_argument("--no-check", dest="check", action="store_false",
+                          help="do not check storage (one request with the read's options, as the read makes "
+                               "before its first task): plan offline on purpose; the output says it was not checked")
 
 
 def read_options(args) -> dict:
@@ -65,6 +82,12 @@ def read_options(args) -> dict:
         if not sep or not key.strip():
             raise ConfigError(f"-o {item!r}: expected KEY=VALUE", option="--option")
         opts[key.strip()] = value
+    if getattr(args, "command_config", None):
+        from .properties import read_properties
+        given = {k.lower() for k in opts}
+        for key, value in read_properties(args.command_config, "--command-config").items():
+            if f"kafka.{key}".lower() not in given:      # -o wins over the file
+                opts[f"kafka.{key}"] = value
     if args.bootstrap_servers:
         opts["kafka.bootstrap.servers"] = args.bootstrap_servers
     topics = [t.strip() for arg in args.topic for t in arg.split(",") if t.strip()]
@@ -112,11 +135,8 @@ def time_ms(value: str, zone: str, option: str) -> int:
         raise ConfigError(f"{option}: {exc}", option=option) from None
 
 
-@command("estimate", "Plan a read without Spark and print its GETs, bytes and dollars.")
-def _estimate_setup(p: argparse.ArgumentParser):
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = EXAMPLES
-    add_read_arguments(p)
+def add_window_arguments(p: argparse.ArgumentParser) -> None:
+    """``--since``, ``--until``, ``--time-zone``, ``--where``: for ``estimate`` and ``export``."""
     window = p.add_argument_group("time window and filters")
     window.add_argument("--since", metavar="TIME",
                         help="start at the first record at or after TIME (startingTimestamp): "
@@ -127,8 +147,44 @@ def _estimate_setup(p: argparse.ArgumentParser):
                         help="zone of times given without one (default UTC), e.g. Europe/Paris")
     window.add_argument("--where", metavar="CONDITION",
                         help="filters the read pushes down, e.g. \"partition = 1 AND offset >= 5000\"")
+
+
+def window_options(args, opts: dict):
+    """``(options, row filter)``: ``opts`` with the window's timestamp options, and the
+    ``--where`` and ``--partition`` filters (None for none)."""
+    from ..planning.where import parse_where
+    opts = dict(opts)
+    if args.since:
+        opts["startingTimestamp"] = str(time_ms(args.since, args.time_zone, "--since"))
+        # a window after the last record is an empty read, not an error
+        if not any(k.lower() == "startingoffsetsbytimestampstrategy" for k in opts):
+            opts["startingOffsetsByTimestampStrategy"] = "latest"
+    if args.until:
+        opts["endingTimestamp"] = str(time_ms(args.until, args.time_zone, "--until"))
+    row_filter = parse_where(args.where, time_zone=args.time_zone)
+    parts = partition_filter(args)
+    if parts is not None:
+        row_filter = row_filter.and_(parts)
+    return opts, row_filter or None
+
+
+@command("estimate", "Plan a read without Spark and print its GETs, bytes and dollars.")
+def _estimate_setup(p: argparse.ArgumentParser):
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = EXAMPLES
+    add_read_arguments(p)
+    add_window_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return _estimate_run
+
+
+def report_error(command: str, exc: Exception) -> int:
+    """Print a command's error (with the way round a failed storage check); exit code 2."""
+    from ..errors import StoragePreflightError
+    print(f"kafka-tiered {command}: error: {exc}", file=sys.stderr)
+    if isinstance(exc, StoragePreflightError):
+        print(f"kafka-tiered {command}: --no-check plans without checking storage", file=sys.stderr)
+    return 2
 
 
 def _estimate_run(args) -> int:
@@ -136,8 +192,7 @@ def _estimate_run(args) -> int:
     try:
         report = estimate_report(args)
     except (KafkaTieredError, OSError) as exc:
-        print(f"kafka-tiered estimate: error: {exc}", file=sys.stderr)
-        return 2
+        return report_error("estimate", exc)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -148,27 +203,17 @@ def _estimate_run(args) -> int:
 def estimate_report(args) -> dict:
     """Plan the read the arguments describe and count it: a JSON-able dict."""
     from ..options import ReadOptions
-    from ..planning import plan
-    from ..planning.estimate import estimate_plan
-    from ..planning.where import parse_where
-    opts = read_options(args)
+    from ..planning.checked import plan_read
+    from ..planning.estimate import estimate_checked
+    opts, row_filter = window_options(args, read_options(args))
     window = {}
     if args.since:
-        opts["startingTimestamp"] = str(time_ms(args.since, args.time_zone, "--since"))
-        # a window after the last record is an empty read, not an error
-        if not any(k.lower() == "startingoffsetsbytimestampstrategy" for k in opts):
-            opts["startingOffsetsByTimestampStrategy"] = "latest"
         window["since_ms"] = int(opts["startingTimestamp"])
     if args.until:
-        opts["endingTimestamp"] = str(time_ms(args.until, args.time_zone, "--until"))
         window["until_ms"] = int(opts["endingTimestamp"])
-    row_filter = parse_where(args.where, time_zone=args.time_zone)
-    parts = partition_filter(args)
-    if parts is not None:
-        row_filter = row_filter.and_(parts)
     options = ReadOptions.parse(opts)
-    planned = plan(options, row_filter or None)
-    est = estimate_plan(planned, options)
+    planned = plan_read(options, row_filter)
+    est = estimate_checked(planned, options, args.check)
     out = est.as_dict()
     out["where"] = str(row_filter) if row_filter else None
     out["window"] = window or None
@@ -214,6 +259,18 @@ def print_report(r: dict, out) -> None:
           f"{r['bytes']:,} bytes from storage, ${r['dollars']:.6f}; {r['spark_partitions']} Spark "
           f"partition{plural}; ~{r['broker_bytes']:,} bytes via brokers", file=out)
     print(f"prices: {r['price_model']}", file=out)
+    print(f"storage: {storage_line(r['storage_check'])}", file=out)
+
+
+def storage_line(check: str) -> str:
+    """What ``estimate`` and ``segments`` print about the storage check."""
+    from ..planning.estimate import CHECKED, NOTHING_TO_CHECK
+    if check == CHECKED:
+        return "checked (it answered the read's options)"
+    if check == NOTHING_TO_CHECK:
+        return "not needed (nothing is read from it directly)"
+    return ("NOT checked (--no-check): a wrong prefix, layout, bucket or key shows only when the "
+            "read starts")
 
 
 def _tp_key(name: str):

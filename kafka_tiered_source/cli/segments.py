@@ -7,7 +7,8 @@ its offsets, max timestamp, size and id, then the offsets still served by the br
 timestamp comes from where the locator found the segment (the metadata topic, an Aiven
 manifest); where that says nothing (KIP-1248 answers, Kafka's LocalTieredStorage layout) the
 last entry of the segment's time index is shown as a lower bound (one small GET per segment;
-``--no-time-index`` skips them).
+``--no-time-index`` skips them).  Storage is checked first, as ``estimate`` and the read check
+it (``--no-check`` skips it; the output then says so).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import json
 import sys
 
 from . import command, examples
-from .estimate import add_read_arguments, partition_filter, read_options
+from .estimate import add_read_arguments, partition_filter, read_options, report_error, storage_line
 
 EXAMPLES = examples(
     "kafka-tiered segments --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/"
@@ -43,26 +44,28 @@ def _segments_setup(p: argparse.ArgumentParser):
 def _segments_run(args) -> int:
     from ..errors import KafkaTieredError
     try:
-        rows = segment_rows(args)
+        rows, check = segment_rows(args)
     except (KafkaTieredError, OSError) as exc:
-        print(f"kafka-tiered segments: error: {exc}", file=sys.stderr)
-        return 2
+        return report_error("segments", exc)
     if args.json:
         for row in rows:
-            print(json.dumps(row))
+            print(json.dumps({**row, "storage_check": check}))
     else:
         print_rows(rows, sys.stdout)
+        print(f"storage: {storage_line(check)}")
     return 0
 
 
-def segment_rows(args) -> list[dict]:
+def segment_rows(args) -> tuple[list[dict], str]:
     """One dict per tiered segment the read locates and per broker range, in partition and
-    offset order."""
+    offset order; and what the storage check found (``planning.estimate.CHECKED``, ...)."""
     from ..options import ReadOptions
-    from ..planning import plan
+    from ..planning.checked import plan_read
+    from ..planning.estimate import estimate_checked
     from ..planning.tasks import BrokerRange, RemoteRange
     options = ReadOptions.parse(read_options(args))
-    planned = plan(options, partition_filter(args))
+    planned = plan_read(options, partition_filter(args))
+    check = estimate_checked(planned, options, args.check).storage_check
     by_tp: dict = {}
     for r in (r for t in planned.tasks for r in t.ranges):
         by_tp.setdefault((r.topic, r.partition), []).append(r)
@@ -72,7 +75,8 @@ def segment_rows(args) -> list[dict]:
         for pr in sorted(planned.partitions, key=lambda pr: (pr.topic, pr.partition)):
             key = (pr.topic, pr.partition)
             locator = planned.locators.get(key, "broker")
-            seen, broker = set(), []
+            seen: set = set()
+            broker: list[list[int]] = []
             for r in sorted(by_tp.get(key, ()), key=lambda r: r.offset_start):
                 if isinstance(r, BrokerRange):
                     if broker and broker[-1][1] == r.offset_start:
@@ -100,7 +104,7 @@ def segment_rows(args) -> list[dict]:
     finally:
         if fetcher is not None:
             fetcher.close()
-    return rows
+    return rows, check
 
 
 def _last_indexed(fetcher, seg) -> int | None:

@@ -111,7 +111,7 @@ class RangePrefetcher:
         seen: set = set()
         plans: dict = {}               # range index -> future of its parts (planned ahead)
         try:
-            for i, r in enumerate(self._ranges):
+            for i in range(len(self._ranges)):
                 key = self._keys[i]
                 first = key not in seen
                 seen.add(key)
@@ -129,7 +129,7 @@ class RangePrefetcher:
                     else:
                         with self._cond:
                             self._cond.wait_for(
-                                lambda: key in self._good or self._decided(i)
+                                lambda key=key, i=i: key in self._good or self._decided(i)
                                 or (inflight and inflight[0][2].done()), timeout=0.1)
                 if self._stop.is_set():
                     return
@@ -227,7 +227,7 @@ class RangePrefetcher:
                 j, item = self._queue.get(timeout=1.0)
             except queue.Empty:
                 if not self._thread.is_alive():
-                    raise KafkaTieredError("the prefetch thread of this task stopped unexpectedly")
+                    raise KafkaTieredError("the prefetch thread of this task stopped unexpectedly") from None
                 continue
             if j < i:
                 continue        # the rest of a range the reader finished early, or skipped

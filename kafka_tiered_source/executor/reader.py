@@ -84,8 +84,7 @@ class TaskReader:
                 raise KafkaTieredError("this read has no kafka.bootstrap.servers, so nothing can be "
                                        "fetched through a broker")
             from ..protocol.client import BrokerClient
-            from ..options import client_properties
-            self._client = BrokerClient(client_properties(self.options))
+            self._client = BrokerClient.for_read(self.options)
         return self._client
 
     def close(self) -> None:

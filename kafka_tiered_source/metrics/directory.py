@@ -139,7 +139,7 @@ def history(records) -> ReadHistory:
     def first_start(item):
         return min((r.get("started") or r.get("time") or 0) for r in item[1].values())
     out = ReadHistory()
-    for read_id, tasks in sorted(by_read.items(), key=first_start):
+    for _read_id, tasks in sorted(by_read.items(), key=first_start):
         for r in sorted(tasks.values(), key=lambda x: str(x.get("task"))):
             out.add(_totals(r))
     return out

@@ -58,7 +58,7 @@ class LatencyHistogram:
         self.sum += seconds
 
     def merge(self, other: "LatencyHistogram") -> "LatencyHistogram":
-        self.counts = [a + b for a, b in zip(self.counts, other.counts)]
+        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
         self.sum += other.sum
         return self
 
@@ -200,7 +200,7 @@ class ReadTotals:
                 raise TypeError(f"unknown tag {k!r}; tags are {', '.join(TAG_NAMES)}")
         out = ReadStats()
         for tags, s in self.by_tags.items():
-            named = dict(zip(TAG_NAMES, tags))
+            named = dict(zip(TAG_NAMES, tags, strict=True))
             if all(named[k] == v for k, v in match.items()):
                 out.add(s)
         return out
@@ -228,7 +228,7 @@ class ReadTotals:
     def as_dict(self) -> dict:
         return {"read_id": self.read_id, "app_id": self.app_id, "tasks": self.tasks,
                 "tasks_planned": self.tasks_planned,
-                "stats": [{**dict(zip(TAG_NAMES, tags)), **s.as_dict()}
+                "stats": [{**dict(zip(TAG_NAMES, tags, strict=True)), **s.as_dict()}
                           for tags, s in sorted(self.by_tags.items(), key=lambda kv: tuple(map(str, kv[0])))]}
 
     @classmethod

@@ -1,5 +1,9 @@
 """The Kafka client's configuration: Kafka's own property names (the ``kafka.*`` options without
-the prefix), parsed through the option table's ``kafka`` rows into a frozen :class:`ClientConfig`."""
+the prefix), parsed through the option table's ``kafka`` rows into a frozen :class:`ClientConfig`.
+
+Security settings are checked here for what goes together (Kafka's DefaultSslEngineFactory and
+SaslConfigs rules, by option name); the stores they name are read when a client is built
+(``protocol/tls.py``), where a wrong password or an expired certificate is refused by name."""
 from __future__ import annotations
 
 import re
@@ -7,14 +11,36 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..redact import Secret
+from .oauth import LOGIN_MODULE as OAUTH_LOGIN_MODULE
+from .oauth import PROPERTIES as OAUTH_PROPERTIES
+from .oauth import OAuthConfig, oauth_config
 from .table import KAFKA_BY_KEY, IGNORED_KAFKA_KEYS, unknown_kafka
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 IGNORED_KEYS = IGNORED_KAFKA_KEYS
-_JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+GSSAPI_REFUSAL = (
+    "GSSAPI (Kerberos) is not supported: it needs a Kerberos ticket or keytab, a krb5.conf and "
+    "the system's GSS-API library on every executor, which options cannot set up. Use a listener "
+    "with SCRAM-SHA-512 (ScramLoginModule in sasl.jaas.config), OAUTHBEARER (KIP-768 client "
+    "credentials) or mutual TLS (ssl.keystore.*) instead")
+# One JAAS login-module entry: Name flag key=value ... ;  (values quoted, with \" and \\, or bare)
+_JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))')
+_JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
+# Kafka ssl.* settings that choose JVM machinery: accepted when they name Java's default (which
+# means nothing to OpenSSL), else refused; None: always refused.
+_JVM_ONLY: dict[str, tuple[tuple, str]] = {
+    "ssl.keymanager.algorithm": (("SunX509", "PKIX", "NewSunX509"), "a JVM key manager algorithm"),
+    "ssl.trustmanager.algorithm": (("PKIX", "SunX509"), "a JVM trust manager algorithm"),
+    "ssl.cipher.suites": ((), "Java cipher suites (OpenSSL's defaults for TLSv1.2 and TLSv1.3 are used)"),
+    "ssl.provider": ((), "a JVM security provider"),
+    "ssl.engine.factory.class": ((), "a Java class")}
+_OAUTH_KEYS = frozenset({*OAUTH_PROPERTIES, "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.scope",
+                         "sasl.oauthbearer.client.credentials.client.id",
+                         "sasl.oauthbearer.client.credentials.client.secret"})
 
 # property -> the ClientConfig field it sets (integers and booleans through the table's parser)
 _FIELDS = {
@@ -28,7 +54,52 @@ _FIELDS = {
     "retry.backoff.max.ms": "retry_backoff_max_ms", "fetch.max.wait.ms": "fetch_max_wait_ms",
     "fetch.min.bytes": "fetch_min_bytes", "fetch.max.bytes": "fetch_max_bytes",
     "max.partition.fetch.bytes": "max_partition_fetch_bytes",
+    "ssl.truststore.type": "ssl_truststore_type", "ssl.truststore.location": "ssl_truststore_location",
+    "ssl.truststore.certificates": "ssl_truststore_certificates",
+    "ssl.keystore.type": "ssl_keystore_type", "ssl.keystore.location": "ssl_keystore_location",
+    "ssl.keystore.certificate.chain": "ssl_keystore_certificate_chain",
 }
+_SECRETS = {"sasl.password": "sasl_password", "ssl.key.password": "ssl_key_password",
+            "ssl.password": "ssl_key_password", "ssl.truststore.password": "ssl_truststore_password",
+            "ssl.keystore.password": "ssl_keystore_password", "ssl.keystore.key": "ssl_keystore_key"}
+
+
+def parse_jaas(text: str, option: str = "sasl.jaas.config") -> tuple[str, str, dict]:
+    """``(login module, flag, options)`` of a one-module JAAS line, as Kafka's JaasConfig reads
+    it.  Errors never echo the text: it holds passwords and client secrets."""
+    tokens = []
+    pos = 0
+    text = str(text)
+    while pos < len(text):
+        m = _JAAS_TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            if text[pos:].strip() == "":
+                break
+            raise ConfigError(f"{option} is not a JAAS line (unexpected character at position {pos}); "
+                              f"expected '<LoginModule> required key=\"value\" ...;'", option=option)
+        pos = m.end()
+        quoted, bare, eq, semi = m.groups()
+        if quoted is not None:
+            tokens.append(("v", re.sub(r"\\(.)", r"\1", quoted)))
+        elif bare is not None:
+            tokens.append(("v", bare))
+        else:
+            tokens.append(("=", "=") if eq else (";", ";"))
+    shape = "expected '<LoginModule> required key=\"value\" ...;'"
+    if len(tokens) < 3 or tokens[0][0] != "v" or tokens[1][0] != "v" or tokens[1][1].lower() not in _JAAS_FLAGS:
+        raise ConfigError(f"{option} is not a JAAS line: {shape}", option=option)
+    if tokens[-1][0] != ";":
+        raise ConfigError(f"{option} must end with ';'", option=option)
+    opts: dict = {}
+    i = 2
+    while i < len(tokens) - 1:
+        if i + 2 >= len(tokens) or tokens[i][0] != "v" or tokens[i + 1][0] != "=" or tokens[i + 2][0] != "v":
+            if tokens[i][0] == ";":
+                raise ConfigError(f"{option} holds more than one login module; Kafka takes one", option=option)
+            raise ConfigError(f"{option}: options must be key=value pairs ({shape})", option=option)
+        opts[tokens[i][1]] = tokens[i + 2][1]
+        i += 3
+    return tokens[0][1], tokens[1][1].lower(), opts
 
 
 def parse_servers(text: str) -> tuple:
@@ -61,6 +132,17 @@ class ClientConfig:
     ssl_keyfile: str | None = None
     ssl_key_password: Secret | None = None
     ssl_check_hostname: bool = True
+    ssl_truststore_type: str | None = None
+    ssl_truststore_location: str | None = None
+    ssl_truststore_password: Secret | None = None
+    ssl_truststore_certificates: str | None = None
+    ssl_keystore_type: str | None = None
+    ssl_keystore_location: str | None = None
+    ssl_keystore_password: Secret | None = None
+    ssl_keystore_key: Secret | None = None
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_enabled_protocols: tuple = ()
+    oauth: OAuthConfig | None = None
     client_id: str = "kafka-tiered"
     client_rack: str = ""
     request_timeout_ms: int = 30000
@@ -80,12 +162,29 @@ class ClientConfig:
         if self.security_protocol not in PROTOCOLS:
             raise ConfigError(f"security.protocol must be one of {', '.join(PROTOCOLS)}, got "
                               f"{self.security_protocol!r}", option="security.protocol")
+        if self.sasl_mechanism == "GSSAPI":
+            raise ConfigError(f"sasl.mechanism=GSSAPI: {GSSAPI_REFUSAL}", option="sasl.mechanism")
         if self.sasl_mechanism not in SASL_MECHANISMS:
             raise ConfigError(f"sasl.mechanism must be one of {', '.join(SASL_MECHANISMS)}, got "
                               f"{self.sasl_mechanism!r}", option="sasl.mechanism")
-        if self.uses_sasl and (not self.sasl_username or self.sasl_password is None):
+        if self.uses_sasl and self.sasl_mechanism == "OAUTHBEARER":
+            if self.oauth is None:
+                raise ConfigError("SASL/OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url and "
+                                  "sasl.login.callback.handler.class", option="sasl.oauthbearer.token.endpoint.url")
+        elif self.uses_sasl and (not self.sasl_username or self.sasl_password is None):
             raise ConfigError("SASL needs a username and password (sasl.jaas.config or "
                               "sasl.username/sasl.password)", option="sasl.jaas.config")
+        store = any(x is not None for x in (self.ssl_truststore_location, self.ssl_truststore_certificates))
+        if self.ssl_cafile and store:
+            raise ConfigError("give ssl.cafile or a truststore (ssl.truststore.location / "
+                              "ssl.truststore.certificates), not both", option="ssl.cafile")
+        keystore = any(x is not None for x in (self.ssl_keystore_location, self.ssl_keystore_key,
+                                               self.ssl_keystore_certificate_chain))
+        if (self.ssl_certfile or self.ssl_keyfile) and keystore:
+            raise ConfigError("give ssl.certfile/ssl.keyfile or a keystore (ssl.keystore.*), not both",
+                              option="ssl.certfile")
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise ConfigError("ssl.keyfile is given but ssl.certfile is not", option="ssl.certfile")
 
     @property
     def uses_sasl(self) -> bool:
@@ -102,6 +201,8 @@ class ClientConfig:
         except the harmless consumer keys in :data:`IGNORED_KEYS`."""
         kw: dict = {}
         jaas = None
+        oauth_props: dict = {}
+        handler = None
         for raw_key, value in props.items():
             key = str(raw_key)
             if key.startswith("kafka."):
@@ -117,17 +218,27 @@ class ClientConfig:
                 kw[key.replace(".", "_")] = str(value).strip().upper()
             elif key == "sasl.jaas.config":
                 jaas = str(value)
-            elif key == "sasl.password":
-                kw["sasl_password"] = Secret(str(value))
-            elif key in ("ssl.truststore.location", "ssl.keystore.location"):
-                # Java keystores (JKS/PKCS12) are not read here: say so rather than fail in TLS.
-                raise ConfigError(f"{key} (a Java keystore) is not supported; give PEM files with "
-                                  f"ssl.cafile / ssl.certfile / ssl.keyfile", option=key)
-            elif key in ("ssl.key.password", "ssl.password"):
-                kw["ssl_key_password"] = Secret(str(value))
+            elif key in _SECRETS:
+                kw[_SECRETS[key]] = Secret(str(value))
             elif key == "ssl.endpoint.identification.algorithm":
                 # Kafka's spelling: "https" verifies the host name, "" turns that off.
                 kw["ssl_check_hostname"] = str(value).strip().lower() == "https"
+            elif key in ("ssl.protocol", "ssl.enabled.protocols"):
+                kw["ssl_enabled_protocols"] = _protocols(key, value, kw.get("ssl_enabled_protocols"))
+            elif key in _JVM_ONLY:
+                accepted, what = _JVM_ONLY[key]
+                if str(value).strip() not in accepted:
+                    default = f" (only Java's default, {' or '.join(accepted)}, is accepted)" if accepted else ""
+                    raise ConfigError(f"{key} names {what}; kafka-tiered's TLS is OpenSSL's and cannot use "
+                                      f"it{default}: remove the option", option=key)
+            elif key.startswith("sasl.kerberos."):
+                raise ConfigError(f"{key}: {GSSAPI_REFUSAL}", option=key)
+            elif key == "ssl.secure.random.implementation":
+                continue          # a JVM random generator: OpenSSL's own serves
+            elif key == "sasl.login.callback.handler.class":
+                handler = str(value)
+            elif key in _OAUTH_KEYS:
+                oauth_props[key] = value
             elif key == "isolation.level":
                 level = KAFKA_BY_KEY[key].value(value)
                 kw["isolation_level"] = READ_COMMITTED if level == "read_committed" else READ_UNCOMMITTED
@@ -135,12 +246,56 @@ class ClientConfig:
                 kw[_FIELDS[key]] = KAFKA_BY_KEY[key].value(value)
         if "bootstrap_servers" not in kw:
             raise ConfigError("bootstrap.servers is required", option="bootstrap.servers")
+        mechanism = kw.get("sasl_mechanism", "PLAIN")
+        sasl = str(kw.get("security_protocol", "PLAINTEXT")).startswith("SASL_")
+        if mechanism == "GSSAPI":
+            raise ConfigError(f"sasl.mechanism=GSSAPI: {GSSAPI_REFUSAL}", option="sasl.mechanism")
+        module, options = None, {}  # type: tuple[str | None, dict[str, str]]
         if jaas is not None:
-            found = dict(_JAAS.findall(jaas))
-            if "username" not in found or "password" not in found:
+            module, _, options = parse_jaas(jaas)
+            if module.endswith("Krb5LoginModule"):
+                raise ConfigError(f"sasl.jaas.config names Krb5LoginModule: {GSSAPI_REFUSAL}",
+                                  option="sasl.jaas.config")
+            if sasl and (module == OAUTH_LOGIN_MODULE) != (mechanism == "OAUTHBEARER"):
+                raise ConfigError(f"sasl.jaas.config names {module.rsplit('.', 1)[-1]} but sasl.mechanism is "
+                                  f"{mechanism}: they must go together", option="sasl.jaas.config")
+        if mechanism == "OAUTHBEARER":
+            if sasl:
+                kw["oauth"] = oauth_config(oauth_props, options, handler,
+                                           lambda k, raw: KAFKA_BY_KEY[k].value(raw))
+        elif jaas is not None and sasl:
+            if "username" not in options or "password" not in options:
                 # never echo the JAAS text: it holds the password
                 raise ConfigError("sasl.jaas.config must set username=\"...\" and password=\"...\"",
                                   option="sasl.jaas.config")
-            kw.setdefault("sasl_username", found["username"].replace('\\"', '"'))
-            kw.setdefault("sasl_password", Secret(found["password"].replace('\\"', '"')))
+            kw.setdefault("sasl_username", options["username"])
+            kw.setdefault("sasl_password", Secret(options["password"]))
+        elif jaas is not None and "username" in options and "password" in options:
+            kw.setdefault("sasl_username", options["username"])
+            kw.setdefault("sasl_password", Secret(options["password"]))
         return cls(**kw)
+
+
+def _protocols(key: str, value, before) -> tuple:
+    """The TLS versions to allow.  ``ssl.enabled.protocols`` lists them; ``ssl.protocol`` names
+    the SSLContext's protocol, which in Java also allows the versions below it (TLSv1.3 and TLS:
+    1.2 and 1.3); when both are given the list decides, as in Kafka."""
+    by_upper = {p.upper(): p for p in TLS_PROTOCOLS}
+    if key == "ssl.protocol":
+        text = str(value).strip().upper()
+        if text in ("TLS", "TLSV1.3"):
+            out: tuple = TLS_PROTOCOLS
+        elif text == "TLSV1.2":
+            out = ("TLSv1.2",)
+        else:
+            raise ConfigError(f"ssl.protocol {str(value).strip()!r} is not TLS, TLSv1.2 or TLSv1.3 (older "
+                              f"versions are not allowed)", option=key)
+        return before or out
+    names = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not names:
+        raise ConfigError(f"{key} is empty", option=key)
+    for n in names:
+        if n.upper() not in by_upper:
+            raise ConfigError(f"{key}: {n!r} is not a TLS version kafka-tiered allows "
+                              f"({', '.join(TLS_PROTOCOLS)})", option=key)
+    return tuple(sorted({by_upper[n.upper()] for n in names}))

@@ -13,6 +13,7 @@ are imported lazily, by name, by :mod:`kafka_tiered_source.storage.registry`.
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import EntryPoint
 
 from ..errors import ConfigError
 
@@ -38,7 +39,7 @@ def register_fetcher(name: str, target: str) -> None:
     _registered[name] = target
 
 
-def entry_points() -> dict[str, object]:
+def entry_points() -> dict[str, EntryPoint]:
     from importlib.metadata import entry_points as eps
     return {ep.name.lower(): ep for ep in eps(group=ENTRY_POINT_GROUP)}
 

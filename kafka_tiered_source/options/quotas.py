@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .fields import QuotaConfigFields
+
 
 @dataclass(frozen=True)
-class QuotaConfig:
-    """The ``quota.*`` options (None = unlimited)."""
-    remote_bytes_per_second: float | None = None
-    remote_requests_per_second: float | None = None
-    job_remote_bytes_per_second: float | None = None
-    job_remote_requests_per_second: float | None = None
+class QuotaConfig(QuotaConfigFields):
+    """The ``quota.*`` options (None = unlimited; the fields are :class:`.fields.QuotaConfigFields`)."""
 
     @property
     def enabled(self) -> bool:

@@ -22,7 +22,9 @@ Differences from Spark's Kafka source, on purpose:
   :attr:`ReadOptions.ignored`.
 
 Every option is a row of the option table (:mod:`.table`: name, parser, default, secret flag,
-doc); the ``remote.storage.*`` and ``fetch.remote.*`` ones are parsed into the storage layer's
+doc, field); the fields of :class:`ReadOptions` that are one option each are generated from it
+(:class:`.fields.ReadOptionsFields`) and filled by one loop.  The ``remote.storage.*`` and
+``fetch.remote.*`` ones are parsed into the storage layer's
 :class:`~.storage.FetcherConfig`, and the ``kafka.*`` ones are checked against the Kafka client's
 rows here and parsed into :class:`~.client.ClientConfig` when the client is built.  Offline mode
 (no ``kafka.bootstrap.servers``) needs ``remote.storage.uri`` or an explicit
@@ -36,17 +38,18 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import ConfigError
 from ..model import EarliestOffsets, LatestOffsets, OffsetBound, Strategy
 from ..redact import REDACTED, is_secret_key
 from . import offsets
 from . import values as v
+from .fields import IsolationLevel, ReadOptionsFields
 from .pricing import CostModel
 from .quotas import QuotaConfig
 from .storage import FetcherConfig
-from .table import BY_KEY, ISOLATION_LEVELS, MIB, in_group, unknown, unknown_kafka
+from .table import BY_KEY, ISOLATION_LEVELS, OPTIONS, Option, in_group, unknown, unknown_kafka
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,8 @@ class OptionMap(Mapping):
     """
 
     __slots__ = ("_items", "_dict")
+    _items: tuple[tuple[str, str], ...]
+    _dict: dict[str, str]
 
     def __init__(self, items=()):
         pairs = tuple(sorted(dict(items).items()))
@@ -131,49 +136,32 @@ class OptionMap(Mapping):
     __str__ = __repr__
 
 
-@dataclass(frozen=True)
-class ReadOptions:
+@dataclass(frozen=True, kw_only=True)
+class ReadOptions(ReadOptionsFields):
     """Everything a batch read needs from the options, parsed and checked.
 
+    The fields that are one option each (``fail_on_data_loss``, ``partition_target_bytes``,
+    ``poll_timeout_ms``, ...) come from the option table (:class:`.fields.ReadOptionsFields`);
+    the streaming rate limits among them are set for ``readStream`` only.  The rest:
     ``bootstrap_servers`` is empty in offline mode: no broker, the segments are found through
-    listing remote storage (``remote.storage.uri`` or an explicit ``remote.storage.layout``).  ``kafka`` holds every
-    ``kafka.*`` option with the prefix stripped, for the broker client (security settings and the
-    rest).  ``storage`` is the storage layer's own parse of the ``remote.storage.*`` and
-    ``fetch.remote.*`` options; ``fetch_remote_enabled`` (``fetch.remote.enabled``) false means
-    every offset is fetched from the brokers.
+    listing remote storage (``remote.storage.uri`` or an explicit ``remote.storage.layout``).
+    ``kafka`` holds every ``kafka.*`` option with the prefix stripped, for the broker client
+    (security settings and the rest).  ``storage`` is the storage layer's own parse of the
+    ``remote.storage.*`` and ``fetch.remote.*`` options; ``fetch_remote_enabled``
+    (``fetch.remote.enabled``) false means every offset is fetched from the brokers.
     """
     strategy: Strategy
     bootstrap_servers: tuple[str, ...] = ()
     starting_offsets: OffsetBound = EarliestOffsets()
     ending_offsets: OffsetBound = LatestOffsets()
-    fail_on_data_loss: bool = True
-    min_partitions: int | None = None
-    max_records_per_partition: int | None = None
-    include_headers: bool = False
-    isolation_level: str = "read_uncommitted"
+    isolation_level: IsolationLevel = "read_uncommitted"
     client_id: str = "kafka-tiered"
     kafka: OptionMap = field(default_factory=OptionMap)
     storage: FetcherConfig = field(default_factory=FetcherConfig)
-    fetch_remote_enabled: bool = True
-    fetch_remote_fallback: str = "auto"      # fetch.remote.fallback: auto | never | always
-    fetch_remote_fallback_max_bytes: int | None = None   # fetch.remote.fallback.max.bytes
-    segment_locator: str = "auto"            # remote.segment.locator
-    metadata_topic: str = "__remote_log_metadata"   # remote.log.metadata.topic
-    partition_target_bytes: int = 128 * MIB
-    poll_timeout_ms: int = 120_000          # kafkaConsumer.pollTimeoutMs (Spark: network timeout)
-    fetch_offset_num_retries: int = 3       # fetchOffset.numRetries
-    fetch_offset_retry_interval_ms: int = 10  # fetchOffset.retryIntervalMs
     ignored: tuple[str, ...] = ()           # accepted-but-ignored options, canonical names
     cost: CostModel = field(default_factory=CostModel)       # cost.*
     quota: QuotaConfig = field(default_factory=QuotaConfig)  # quota.*
-    metrics_jsonl_path: str | None = None   # metrics.jsonl.path: one JSON line per task
-    metrics_dir: str | None = None          # metrics.dir: one file per task, by read id
-    telemetry_push: bool = True             # telemetry.push.enabled (KIP-714 push to the broker)
-    streaming: bool = False                 # parsed for readStream (the rate limits below apply)
-    max_offsets_per_trigger: int | None = None
-    min_offsets_per_trigger: int | None = None
-    max_trigger_delay_ms: int = 15 * 60_000
-    max_bytes_per_trigger: int | None = None
+    streaming: bool = False                 # parsed for readStream (the rate limits apply)
 
     @property
     def offline(self) -> bool:
@@ -252,21 +240,28 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
                                   f"on (bound each micro-batch with maxOffsetsPerTrigger or "
                                   f"maxBytesPerTrigger, or use Trigger.AvailableNow)", option=name)
         starting = offsets.bound(opts, side="starting", strategy=ts_strategy, streaming=True)
-        ending = LatestOffsets()
+        ending: OffsetBound = LatestOffsets()
     else:
         starting = offsets.bound(opts, side="starting", strategy=ts_strategy)
         ending = offsets.bound(opts, side="ending", strategy=ts_strategy)
     offsets.check_bounds(opts, strategy, starting, ending)
 
-    def opt(name: str):
+    def parsed(option: Option) -> Any:
         """The option's parsed value, or the table's default."""
-        option = BY_KEY[name.lower()]
         return option.value(opts[option.key]) if option.key in opts else option.default
+
+    def opt(name: str) -> Any:
+        return parsed(BY_KEY[name.lower()])
+
+    # Every field that is one option, in one loop; a batch read ignores the streaming limits.
+    fields = {str(o.field): parsed(o) for o in _READ_FIELDS}
+    if not streaming:
+        fields.update({str(o.field): o.default for o in _READ_FIELDS if o.group == "streaming"})
 
     # Remote storage first: it decides whether a broker is required.  The storage layer owns
     # these options; a third-party fetcher's own "remote.storage.<name>.*" options pass.
     storage = FetcherConfig.from_options(storage_opts)
-    fetch_remote_enabled = opt("fetch.remote.enabled")
+    fetch_remote_enabled = fields["fetch_remote_enabled"]
 
     if "bootstrap.servers" in kafka:
         bootstrap = _bootstrap(kafka["bootstrap.servers"])
@@ -287,13 +282,13 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
                               "'kafka.bootstrap.servers' is given: segments are found offline by "
                               "listing, which needs the aiven or kafka-local-tiered layout",
                               option="remote.storage.layout")
-        locator = opt("remote.segment.locator")
+        locator = fields["segment_locator"]
         if locator not in ("auto", "listing"):
             raise ConfigError(f"Option 'remote.segment.locator' is '{locator}' but no "
                               f"'kafka.bootstrap.servers' is given: without a broker segments are "
                               f"found by listing the store (auto or listing)",
                               option="remote.segment.locator")
-        if opt("fetch.remote.fallback") == "always":
+        if fields["fetch_remote_fallback"] == "always":
             raise ConfigError("option fetch.remote.fallback is 'always' but no 'kafka.bootstrap.servers' "
                               "is given: there is no broker to read through", option="fetch.remote.fallback")
         if not fetch_remote_enabled:
@@ -303,10 +298,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
                               option="fetch.remote.enabled")
         bootstrap = ()
 
-    isolation = "read_uncommitted"
+    isolation: IsolationLevel = "read_uncommitted"
     if "isolation.level" in kafka:
-        isolation = v.choice("Option 'kafka.isolation.level'", "kafka.isolation.level",
-                             kafka["isolation.level"], choices=ISOLATION_LEVELS)
+        isolation = "read_committed" if v.choice(
+            "Option 'kafka.isolation.level'", "kafka.isolation.level", kafka["isolation.level"],
+            choices=ISOLATION_LEVELS) == "read_committed" else "read_uncommitted"
         kafka["isolation.level"] = isolation
 
     client_id = "kafka-tiered"
@@ -318,9 +314,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
     elif "client.id" in kafka and kafka["client.id"].strip():
         client_id = kafka["client.id"].strip()
 
-    min_off = opts.get("minoffsetspertrigger")
-    max_off = opts.get("maxoffsetspertrigger")
-    if min_off is not None and max_off is not None:
+    if "minoffsetspertrigger" in opts and "maxoffsetspertrigger" in opts:
         # Spark checks this even for batch queries, which then ignore both.
         low, high = opt("minOffsetsPerTrigger"), opt("maxOffsetsPerTrigger")
         if low > high:
@@ -334,45 +328,29 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
             ignored.append(option.name)
 
     return ReadOptions(
+        **fields,
         strategy=strategy,
         bootstrap_servers=bootstrap,
         starting_offsets=starting,
         ending_offsets=ending,
-        fail_on_data_loss=opt("failOnDataLoss"),
-        min_partitions=opt("minPartitions"),
-        max_records_per_partition=opt("maxRecordsPerPartition"),
-        include_headers=opt("includeHeaders"),
         isolation_level=isolation,
         client_id=client_id,
         kafka=OptionMap(kafka),
         storage=storage,
-        fetch_remote_enabled=fetch_remote_enabled,
-        fetch_remote_fallback=opt("fetch.remote.fallback"),
-        fetch_remote_fallback_max_bytes=opt("fetch.remote.fallback.max.bytes"),
-        segment_locator=opt("remote.segment.locator"),
-        metadata_topic=opt("remote.log.metadata.topic"),
-        partition_target_bytes=opt("partition.target.bytes"),
-        poll_timeout_ms=opt("kafkaConsumer.pollTimeoutMs"),
-        fetch_offset_num_retries=opt("fetchOffset.numRetries"),
-        fetch_offset_retry_interval_ms=opt("fetchOffset.retryIntervalMs"),
         ignored=tuple(ignored),
         cost=CostModel.of(opt("cost.preset"), opt("cost.egress"),
                           get_per_1000=opt("cost.rate.get.per.1000"),
                           egress_per_gb=opt("cost.rate.egress.per.gb"),
                           broker_per_gb=opt("cost.rate.broker.per.gb"),
                           budget_usd=opt("cost.budget.usd")),
-        quota=QuotaConfig(opt("quota.remote.bytes.per.second"), opt("quota.remote.requests.per.second"),
-                          opt("quota.job.remote.bytes.per.second"),
-                          opt("quota.job.remote.requests.per.second")),
-        metrics_jsonl_path=opt("metrics.jsonl.path"),
-        metrics_dir=opt("metrics.dir"),
-        telemetry_push=opt("telemetry.push.enabled"),
+        quota=QuotaConfig(**{str(o.field): parsed(o) for o in _QUOTA_FIELDS}),
         streaming=streaming,
-        max_offsets_per_trigger=opt("maxOffsetsPerTrigger") if streaming else None,
-        min_offsets_per_trigger=opt("minOffsetsPerTrigger") if streaming else None,
-        max_trigger_delay_ms=opt("maxTriggerDelay"),
-        max_bytes_per_trigger=opt("maxBytesPerTrigger") if streaming else None,
     )
+
+
+#: the rows that are fields of ReadOptions and of QuotaConfig
+_READ_FIELDS = tuple(o for o in OPTIONS if o.config == "ReadOptions")
+_QUOTA_FIELDS = tuple(o for o in OPTIONS if o.config == "QuotaConfig")
 
 
 def log_ignored(name: str) -> None:

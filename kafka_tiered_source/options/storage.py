@@ -11,47 +11,24 @@ whichever fetcher is configured), ``remote.storage.custom.*`` (for a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from ..errors import ConfigError
 from ..redact import Secret, is_secret_key
 from .fetchers import plugin_options
-from .table import BY_KEY, MIB, unknown
-from .values import text
+from .fields import FetcherConfigFields
+from .table import BY_KEY, TEXT, unknown
 
-#: attribute of FetcherConfig <- fetch.remote.* option
-_FETCH_ATTRS = {
-    "fetch.remote.connect.timeout.ms": "connect_timeout_ms", "fetch.remote.read.timeout.ms": "read_timeout_ms",
-    "fetch.remote.part.size.bytes": "part_size", "fetch.remote.concurrency": "concurrency",
-    "fetch.remote.coalesce.gap.bytes": "coalesce_gap", "fetch.remote.retry.max.attempts": "retry_max_attempts",
-    "fetch.remote.retry.backoff.ms": "retry_backoff_ms", "fetch.remote.retry.backoff.max.ms": "retry_backoff_max_ms",
-    "fetch.remote.manifest.cache.size": "manifest_cache_size",
-}
-_CORE_ATTRS = {"remote.storage.fetcher": "fetcher", "remote.storage.fetcher.class": "fetcher_class",
-               "remote.storage.layout": "layout", "remote.storage.layout.template": "template",
-               "remote.storage.layout.padded.offsets": "padded_offsets", "remote.storage.prefix": "prefix"}
-LAYOUTS = BY_KEY["remote.storage.layout"].parse.keywords["choices"]
+#: the rows that are fields of FetcherConfig, by key
+_FIELDS = {o.key: o for o in BY_KEY.values() if o.config == "FetcherConfig"}
 
 
 @dataclass(frozen=True)
-class FetcherConfig:
-    fetcher: str | None = None
-    fetcher_class: str | None = None
-    layout: str = "aiven"
-    template: str | None = None
-    padded_offsets: bool = True
-    prefix: str = ""
+class FetcherConfig(FetcherConfigFields):
+    """The fetchers' configuration: the option-backed fields (:class:`.fields.FetcherConfigFields`:
+    fetcher, layout, prefix, timeouts, part size, retries...) and the backend's own options."""
     # remote.storage.<backend>.* and remote.storage.custom.*, full keys; secrets wrapped in Secret.
-    backend_options: tuple[tuple[str, object], ...] = ()
-    connect_timeout_ms: int = 1000
-    read_timeout_ms: int = 5000
-    part_size: int = 16 * MIB
-    concurrency: int = 4
-    coalesce_gap: int = 1 * MIB
-    retry_max_attempts: int = 5
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 5000
-    manifest_cache_size: int = 1024
+    backend_options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def configured(self) -> bool:
@@ -82,8 +59,8 @@ class FetcherConfig:
         option map; other options are ignored."""
         opts = {str(k).lower(): v for k, v in options.items()}
         plugin = plugin_options(str(opts.get("remote.storage.fetcher", "")).strip().lower())
-        kw: dict = {}
-        backend: list[tuple[str, object]] = []
+        kw: dict[str, Any] = {}
+        backend: list[tuple[str, Any]] = []
         for key in sorted(opts):
             value = opts[key]
             if key.startswith("remote.storage."):
@@ -92,17 +69,18 @@ class FetcherConfig:
                 refusal = None if passes else unknown(key, declared=(plugin[1] or ()) if plugin else ())
                 if refusal is not None:
                     raise refusal
-                if key in _CORE_ATTRS:
-                    kw[_CORE_ATTRS[key]] = BY_KEY[key].value(value)
+                if key in _FIELDS:
+                    kw[str(_FIELDS[key].field)] = _FIELDS[key].value(value)
                 elif key != "remote.storage.uri":
                     declared = BY_KEY.get(key)
-                    if declared is not None and declared.parse is not text:
+                    if declared is not None and declared.parse is not TEXT:
                         declared.value(value.get() if isinstance(value, Secret) else value)   # checked here
-                    if not isinstance(value, Secret):
-                        value = Secret(str(value)) if is_secret_key(key) else str(value)
-                    backend.append((key, value))
-            elif key in _FETCH_ATTRS:
-                kw[_FETCH_ATTRS[key]] = BY_KEY[key].value(value)
+                    kept: Any = value
+                    if not isinstance(kept, Secret):
+                        kept = Secret(str(kept)) if is_secret_key(key) else str(kept)
+                    backend.append((key, kept))
+            elif key in _FIELDS:
+                kw[str(_FIELDS[key].field)] = _FIELDS[key].value(value)
         if "remote.storage.uri" in opts:
             _apply_uri(str(opts["remote.storage.uri"]), kw, backend)
         if kw.get("layout") == "template" and not kw.get("template"):

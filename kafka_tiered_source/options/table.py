@@ -1,4 +1,5 @@
-"""Every option, declared once: name, parser, default, secret flag and one line of doc.
+"""Every option, declared once: name, parser, default, secret flag, one line of doc, and the
+typed field it fills.
 
 The Spark source's options, the storage layer's ``remote.storage.*`` / ``fetch.remote.*`` and
 the Kafka client's properties are rows of the same table, checked by the same validator
@@ -6,13 +7,18 @@ the Kafka client's properties are rows of the same table, checked by the same va
 name as a suggestion, whatever else is set.  Only a third-party fetcher's own declared options
 (``remote.storage.<its name>.*``) and ``remote.storage.custom.*`` (for a
 ``remote.storage.fetcher.class``) pass through.  README's option table is :func:`markdown_table`.
+
+A row with ``field=`` is an attribute of a frozen config (:data:`CONFIG_OF_GROUP` says which;
+``into=`` overrides it): the field's type follows the parser (``Literal`` for enumerations),
+its default is the row's, and the one parse fills it.  :mod:`.fields` holds those fields,
+generated from this table by :mod:`.codegen`.
 """
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import ConfigError
 from . import values as v
@@ -25,7 +31,7 @@ MIB = 1024 * KIB
 
 # How each family names its options in messages (see values.py).
 LABELS = {"spark": "Option '{}'", "streaming": "Option '{}'", "source": "Option '{}'",
-          "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'",
+          "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'", "scan": "Option '{}'",
           "storage": "option {}", "s3": "option {}", "gcs": "option {}", "azure": "option {}",
           "fsspec": "option {}", "aiven": "option {}", "fetch": "option {}", "kafka": "{}"}
 
@@ -36,8 +42,53 @@ GROUP_TITLES = {
     "fsspec": "fsspec (`remote.storage.fetcher=fsspec`)",
     "aiven": "Encrypted Aiven segments (`remote.storage.layout=aiven`)", "fetch": "Direct reads",
     "cost": "Costs", "quota": "Quotas", "metrics": "Metrics",
+    "scan": "`kafka_tiered_source.scan()` and `kafka-tiered export` (Spark reads ignore them)",
     "kafka": "Kafka client (`kafka.` + the property)",
 }
+
+
+# The frozen config each group's rows with a ``field`` belong to (``into=`` on a row overrides).
+CONFIG_OF_GROUP = {"spark": "ReadOptions", "streaming": "ReadOptions", "source": "ReadOptions",
+                   "metrics": "ReadOptions", "storage": "FetcherConfig", "fetch": "FetcherConfig",
+                   "quota": "QuotaConfig"}
+
+
+@dataclass(frozen=True)
+class Parser:
+    """A parser of the table, ``(label, name, raw) -> value``, that knows the Python type of
+    its values as the generated config spells it (``alias`` names a ``Literal`` of ``choices``)."""
+    fn: Callable[[str, str, Any], Any]
+    type: str
+    choices: tuple[str, ...] = ()
+    alias: str | None = None
+
+    def __call__(self, label: str, name: str, raw: Any) -> Any:
+        return self.fn(label, name, raw)
+
+
+def _int(minimum: int, maximum: int = v.INT64_MAX) -> Parser:
+    return Parser(partial(v.integer, minimum=minimum, maximum=maximum), "int")
+
+
+def choice(alias: str, choices: Iterable[str]) -> Parser:
+    """One of ``choices`` (lower-case); the config's type is ``alias = Literal[choices]``."""
+    options = tuple(choices)
+    return Parser(partial(v.choice, choices=options), alias, options, alias)
+
+
+TEXT = Parser(v.text, "str")
+NONEMPTY = Parser(v.nonempty, "str")
+NAME = Parser(v.name, "str")
+STRIPPED = Parser(v.stripped, "str")
+DURATION = Parser(v.duration_ms, "int")
+SPARK_BOOL = Parser(v.boolean, "bool")
+LENIENT_BOOL = Parser(partial(v.boolean, lenient=True), "bool")
+AMOUNT = Parser(partial(v.number, positive=False), "float")       # >= 0
+RATE = Parser(partial(v.number, positive=True), "float")          # > 0
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+LAYOUTS = ("aiven", "kafka-local-tiered", "template")
+LOCATORS = ("auto", "kip1248", "metadata-topic", "listing")
+FALLBACKS = ("auto", "never", "always")
 
 
 @dataclass(frozen=True)
@@ -45,9 +96,11 @@ class Option:
     name: str                                   # canonical spelling
     group: str
     doc: str
-    parse: Callable[[str, str, Any], Any] = v.text   # (label, name, raw) -> value
+    parse: Callable[[str, str, Any], Any] = TEXT   # (label, name, raw) -> value
     default: Any = None
     secret: bool = False
+    field: str | None = None                    # the config attribute it fills (None: read by name)
+    into: str | None = None                     # that config, when not CONFIG_OF_GROUP[group]
 
     @property
     def key(self) -> str:
@@ -57,21 +110,29 @@ class Option:
     def label(self) -> str:
         return LABELS[self.group].format(self.name)
 
-    def value(self, raw):
+    @property
+    def config(self) -> str | None:
+        """The frozen config :attr:`field` belongs to (None for a row without one)."""
+        return None if self.field is None else (self.into or CONFIG_OF_GROUP[self.group])
+
+    @property
+    def value_type(self) -> str:
+        """The Python type of the field, as :mod:`.fields` spells it (``X | None`` when the
+        row has no default)."""
+        base = self.parse.type if isinstance(self.parse, Parser) else "Any"
+        return base if self.default is not None else f"{base} | None"
+
+    def value(self, raw: Any) -> Any:
         return self.parse(self.label, self.name, raw)
 
 
-def _int(minimum: int, maximum: int = v.INT64_MAX):
-    return partial(v.integer, minimum=minimum, maximum=maximum)
-
-
-SPARK_BOOL = v.boolean
-LENIENT_BOOL = partial(v.boolean, lenient=True)
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-LAYOUTS = ("aiven", "kafka-local-tiered", "template")
-LOCATORS = ("auto", "kip1248", "metadata-topic", "listing")
-FALLBACKS = ("auto", "never", "always")
-
+# Adding an option is adding a row below (name, group, doc, parser, default; secret=True for
+# credentials).  Give it ``field="attr"`` and it becomes a typed, defaulted attribute of its
+# group's config, filled by the one parse: then run ``python -m kafka_tiered_source.options.codegen``
+# (it rewrites options/fields.py) and paste ``markdown_table()`` into README.md; the tests of
+# the table fail while either is stale.  A row without a field is read by name where it is
+# used (a backend's ``config.option("remote.storage.x.y")``, the offsets JSON); a row nothing
+# reads fails those tests too.
 O = Option
 OPTIONS: tuple[Option, ...] = (
     # -- Spark's Kafka source --------------------------------------------------------------------
@@ -85,47 +146,54 @@ OPTIONS: tuple[Option, ...] = (
     O("startingOffsetsByTimestamp", "spark", "JSON start timestamps (ms) per partition"),
     O("endingOffsetsByTimestamp", "spark", "JSON end timestamps (ms) per partition"),
     O("startingOffsetsByTimestampStrategy", "spark", "`error` (default) or `latest` when no record is that late",
-      partial(v.choice, choices=("error", "latest")), "error"),
-    O("failOnDataLoss", "spark", "fail when offsets were deleted by retention", SPARK_BOOL, True),
-    O("minPartitions", "spark", "at least this many Spark partitions", _int(1, v.INT32_MAX)),
-    O("maxRecordsPerPartition", "spark", "at most this many offsets per Spark partition", _int(1)),
-    O("includeHeaders", "spark", "add the `headers` column", SPARK_BOOL, False),
-    O("kafkaConsumer.pollTimeoutMs", "spark", "broker request timeout (ms)", _int(1), 120_000),
-    O("fetchOffset.numRetries", "spark", "ListOffsets retries", _int(0, v.INT32_MAX), 3),
-    O("fetchOffset.retryIntervalMs", "spark", "wait between ListOffsets retries (ms)", _int(0), 10),
+      choice("TimestampStrategy", ("error", "latest")), "error"),
+    O("failOnDataLoss", "spark", "fail when offsets were deleted by retention", SPARK_BOOL, True,
+      field="fail_on_data_loss"),
+    O("minPartitions", "spark", "at least this many Spark partitions", _int(1, v.INT32_MAX),
+      field="min_partitions"),
+    O("maxRecordsPerPartition", "spark", "at most this many offsets per Spark partition", _int(1),
+      field="max_records_per_partition"),
+    O("includeHeaders", "spark", "add the `headers` column", SPARK_BOOL, False, field="include_headers"),
+    O("kafkaConsumer.pollTimeoutMs", "spark", "the longest a fetch of broker records (ms) may take, retries "
+      "included, before the task fails (Spark: spark.network.timeout)", _int(1), 120_000, field="poll_timeout_ms"),
+    O("fetchOffset.numRetries", "spark", "attempts of each offset look-up (ListOffsets) before the read fails, as "
+      "Spark counts them", _int(1, v.INT32_MAX), 3, field="fetch_offset_num_retries"),
+    O("fetchOffset.retryIntervalMs", "spark", "wait between those attempts (ms)", _int(0), 10,
+      field="fetch_offset_retry_interval_ms"),
     O("maxOffsetsPerTrigger", "streaming", "at most this many offsets per micro-batch, split over the "
-      "partitions by lag", _int(1)),
+      "partitions by lag", _int(1), field="max_offsets_per_trigger"),
     O("minOffsetsPerTrigger", "streaming", "wait for this many new offsets (or maxTriggerDelay) before a "
-      "micro-batch", _int(1)),
+      "micro-batch", _int(1), field="min_offsets_per_trigger"),
     O("maxTriggerDelay", "streaming", "the longest a micro-batch waits for minOffsetsPerTrigger",
-      v.duration_ms, 15 * 60_000),
+      DURATION, 15 * 60_000, field="max_trigger_delay_ms"),
     O("maxBytesPerTrigger", "streaming", "at most this many log bytes per micro-batch (kafka-tiered's own)",
-      _int(1)),
+      _int(1), field="max_bytes_per_trigger"),
     O("groupIdPrefix", "streaming", "ignored: kafka-tiered joins no consumer group"),
     # -- kafka-tiered's own ----------------------------------------------------------------------
     O("client.id", "source", "client-id that metrics and costs are attributed to (default: the Spark app name)",
-      v.nonempty),
-    O("partition.target.bytes", "source", "bytes per Spark partition", _int(1), 128 * MIB),
+      NONEMPTY),
+    O("partition.target.bytes", "source", "bytes per Spark partition", _int(1), 128 * MIB,
+      field="partition_target_bytes"),
     O("fetch.remote.enabled", "source", "read tiered segments directly; `false` reads everything through brokers",
-      SPARK_BOOL, True),
+      SPARK_BOOL, True, field="fetch_remote_enabled"),
     O("remote.segment.locator", "source", "how tiered segments are found: `auto` (KIP-1248 answers, then "
       "`__remote_log_metadata`, then listing the store), `kip1248`, `metadata-topic` or `listing`",
-      partial(v.choice, choices=LOCATORS), "auto"),
+      choice("Locator", LOCATORS), "auto", field="segment_locator"),
     O("remote.log.metadata.topic", "source", "the topic today's brokers keep tiered segments in "
-      "(TopicBasedRemoteLogMetadataManager)", v.nonempty, "__remote_log_metadata"),
+      "(TopicBasedRemoteLogMetadataManager)", NONEMPTY, "__remote_log_metadata", field="metadata_topic"),
     # -- where the objects are -------------------------------------------------------------------
     O("remote.storage.fetcher", "storage", "fetcher name: s3, gcs, azure, fsspec, presigned, or one registered "
-      "under the entry-point group kafka_tiered_source.fetchers", lambda label, name, raw: str(raw).strip().lower()),
+      "under the entry-point group kafka_tiered_source.fetchers", NAME, field="fetcher"),
     O("remote.storage.fetcher.class", "storage", "dotted path (pkg.mod:Class) of your own RemoteStorageFetcher "
-      "subclass; wins over remote.storage.fetcher", lambda label, name, raw: str(raw).strip()),
+      "subclass; wins over remote.storage.fetcher", STRIPPED, field="fetcher_class"),
     O("remote.storage.layout", "storage", "object layout: aiven (default), kafka-local-tiered or template",
-      partial(v.choice, choices=LAYOUTS), "aiven"),
+      choice("Layout", LAYOUTS), "aiven", field="layout"),
     O("remote.storage.layout.template", "storage", "format string of the template layout, fields {prefix} {topic} "
-      "{topic_id} {partition} {base_offset} {end_offset} {segment_id} {suffix}"),
+      "{topic_id} {partition} {base_offset} {end_offset} {segment_id} {suffix}", field="template"),
     O("remote.storage.layout.padded.offsets", "storage", "kafka-local-tiered: zero-pad offsets to 20 digits",
-      LENIENT_BOOL, True),
+      LENIENT_BOOL, True, field="padded_offsets"),
     O("remote.storage.prefix", "storage", "key prefix (Aiven key.prefix; root directory for kafka-local-tiered)",
-      v.text, ""),
+      TEXT, "", field="prefix"),
     O("remote.storage.uri", "storage", "shortcut for fetcher, bucket and prefix: s3://bucket/prefix, gs://..., "
       "az://container/prefix, abfs://container@account.dfs.core.windows.net/prefix, file:///path, memory://path"),
     O("remote.storage.s3.bucket", "s3", "bucket"),
@@ -153,48 +221,66 @@ OPTIONS: tuple[Option, ...] = (
       "are read (the plugin's encryption.key.pairs); never the key itself", parse_key_pairs, secret=True),
     # -- how hard direct reads try ---------------------------------------------------------------
     O("fetch.remote.connect.timeout.ms", "fetch", "connect timeout of one GET; a timeout falls back to the broker",
-      _int(1), 1000),
-    O("fetch.remote.read.timeout.ms", "fetch", "socket read timeout of one GET", _int(1), 5000),
-    O("fetch.remote.part.size.bytes", "fetch", "large ranges are split into GETs of this size", _int(1), 16 * MIB),
-    O("fetch.remote.concurrency", "fetch", "parts fetched at once by one fetcher", _int(1), 4),
-    O("fetch.remote.coalesce.gap.bytes", "fetch", "ranges closer than this are read in one GET", _int(0), 1 * MIB),
+      _int(1), 1000, field="connect_timeout_ms"),
+    O("fetch.remote.read.timeout.ms", "fetch", "socket read timeout of one GET", _int(1), 5000,
+      field="read_timeout_ms"),
+    O("fetch.remote.part.size.bytes", "fetch", "large ranges are split into GETs of this size", _int(1), 16 * MIB,
+      field="part_size"),
+    O("fetch.remote.concurrency", "fetch", "parts fetched at once by one fetcher", _int(1), 4,
+      field="concurrency"),
+    O("fetch.remote.coalesce.gap.bytes", "fetch", "ranges closer than this are read in one GET", _int(0), 1 * MIB,
+      field="coalesce_gap"),
     O("fetch.remote.retry.max.attempts", "fetch", "attempts per GET on throttling, 5xx and connection errors",
-      _int(1), 5),
-    O("fetch.remote.retry.backoff.ms", "fetch", "first back-off; doubles per attempt, with jitter", _int(1), 100),
-    O("fetch.remote.retry.backoff.max.ms", "fetch", "back-off cap", _int(1), 5000),
-    O("fetch.remote.manifest.cache.size", "fetch", "Aiven manifests kept per fetcher", _int(0), 1024),
+      _int(1), 5, field="retry_max_attempts"),
+    O("fetch.remote.retry.backoff.ms", "fetch", "first back-off; doubles per attempt, with jitter", _int(1), 100,
+      field="retry_backoff_ms"),
+    O("fetch.remote.retry.backoff.max.ms", "fetch", "back-off cap", _int(1), 5000, field="retry_backoff_max_ms"),
+    O("fetch.remote.manifest.cache.size", "fetch", "Aiven manifests kept per fetcher", _int(0), 1024,
+      field="manifest_cache_size"),
     O("fetch.remote.fallback", "fetch", "when tiered ranges go through the brokers: `auto` (a range whose "
       "direct read fails on a storage fault), `never` (the task fails; Spark retries it) or `always` (all of "
-      "them, on purpose)", partial(v.choice, choices=FALLBACKS), "auto"),
+      "them, on purpose)", choice("Fallback", FALLBACKS), "auto", field="fetch_remote_fallback",
+      into="ReadOptions"),
     O("fetch.remote.fallback.max.bytes", "fetch", "a task fails once more than this many bytes came through "
-      "the brokers because direct reads failed", _int(0)),
+      "the brokers because direct reads failed", _int(0),
+      field="fetch_remote_fallback_max_bytes", into="ReadOptions"),
     # -- accounting ------------------------------------------------------------------------------
     O("cost.preset", "cost", "price model: aws-s3-standard (default), gcs-standard, azure-hot",
-      partial(v.choice, choices=tuple(PRESETS)), "aws-s3-standard"),
+      choice("CostPreset", PRESETS), "aws-s3-standard"),
     O("cost.egress", "cost", "egress class: same-region (default), inter-az, inter-region, internet",
-      partial(v.choice, choices=_EGRESS), "same-region"),
-    O("cost.rate.get.per.1000", "cost", "override: dollars per 1,000 GETs", partial(v.number, positive=False)),
-    O("cost.rate.egress.per.gb", "cost", "override: dollars per GB read from storage", partial(v.number, positive=False)),
-    O("cost.rate.broker.per.gb", "cost", "override: dollars per GB through brokers", partial(v.number, positive=False)),
-    O("cost.budget.usd", "cost", "refuse a read estimated above this, before any GET", partial(v.number, positive=False)),
-    O("quota.remote.bytes.per.second", "quota", "per-task byte rate from storage", partial(v.number, positive=True)),
-    O("quota.remote.requests.per.second", "quota", "per-task GET rate", partial(v.number, positive=True)),
-    O("quota.job.remote.bytes.per.second", "quota", "job byte rate, split over the tasks", partial(v.number, positive=True)),
-    O("quota.job.remote.requests.per.second", "quota", "job GET rate, split over the tasks",
-      partial(v.number, positive=True)),
-    O("metrics.jsonl.path", "metrics", "each task appends its metrics here as a JSON line", v.nonempty),
+      choice("EgressClass", _EGRESS), "same-region"),
+    O("cost.rate.get.per.1000", "cost", "override: dollars per 1,000 GETs", AMOUNT),
+    O("cost.rate.egress.per.gb", "cost", "override: dollars per GB read from storage", AMOUNT),
+    O("cost.rate.broker.per.gb", "cost", "override: dollars per GB through brokers", AMOUNT),
+    O("cost.budget.usd", "cost", "refuse a read estimated above this, before any GET", AMOUNT),
+    O("quota.remote.bytes.per.second", "quota", "per-task byte rate from storage", RATE,
+      field="remote_bytes_per_second"),
+    O("quota.remote.requests.per.second", "quota", "per-task GET rate", RATE,
+      field="remote_requests_per_second"),
+    O("quota.job.remote.bytes.per.second", "quota", "job byte rate, split over the tasks", RATE,
+      field="job_remote_bytes_per_second"),
+    O("quota.job.remote.requests.per.second", "quota", "job GET rate, split over the tasks", RATE,
+      field="job_remote_requests_per_second"),
+    O("metrics.jsonl.path", "metrics", "each task appends its metrics here as a JSON line", NONEMPTY,
+      field="metrics_jsonl_path"),
     O("metrics.dir", "metrics", "each task writes its metrics under `<dir>/<read id>/`, where `last_read_stats` "
       "finds them without an accumulator (Spark Connect): a path or fsspec URL every executor can write "
-      "(default on Connect after `register()`: each machine's temp directory)", v.nonempty),
+      "(default on Connect after `register()`: each machine's temp directory)", NONEMPTY,
+      field="metrics_dir"),
     O("telemetry.push.enabled", "metrics", "push task metrics to the broker (KIP-714) when it asks",
-      SPARK_BOOL, True),
+      SPARK_BOOL, True, field="telemetry_push"),
+    # -- scan() only: it runs the tasks itself, where Spark runs them in its executors ----------
+    O("scan.workers", "scan", "tasks read at once, on threads (the native decoder releases the GIL); "
+      "default: the machine's cores", _int(1, 1024)),
 )
 
 KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) for n, d, p, dflt, s in (
     ("bootstrap.servers", "host:port,... of the brokers (none: read remote storage alone)", v.text, None, False),
     ("security.protocol", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", v.text, "PLAINTEXT", False),
-    ("sasl.mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", v.text, "PLAIN", False),
-    ("sasl.jaas.config", 'a JAAS line with username="..." password="..."', v.text, None, True),
+    ("sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is refused: see README)",
+     v.text, "PLAIN", False),
+    ("sasl.jaas.config", 'a JAAS line: username="..." password="..." (PLAIN, SCRAM); clientId="..." '
+     'clientSecret="..." scope="..." (OAUTHBEARER)', v.text, None, True),
     ("sasl.username", "SASL user", v.text, None, False),
     ("sasl.password", "SASL password", v.text, None, True),
     ("ssl.cafile", "CA certificates (PEM)", v.text, None, False),
@@ -204,8 +290,59 @@ KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) fo
     ("ssl.password", "password of the client key (alias)", v.text, None, True),
     ("ssl.check.hostname", "verify the broker's host name", LENIENT_BOOL, True, False),
     ("ssl.endpoint.identification.algorithm", "`https` verifies the host name, empty does not", v.text, None, False),
-    ("ssl.truststore.location", "refused: Java keystores are not read (give PEM files)", v.text, None, False),
-    ("ssl.keystore.location", "refused: Java keystores are not read (give PEM files)", v.text, None, True),
+    ("ssl.truststore.type", "JKS, PKCS12 or PEM (default: told from the file)", v.text, None, False),
+    ("ssl.truststore.location", "truststore file (JKS, PKCS12 or PEM); must exist on every executor",
+     v.text, None, False),
+    ("ssl.truststore.password", "truststore password (JKS, PKCS12)", v.text, None, True),
+    ("ssl.truststore.certificates", "trusted certificates as PEM text (ssl.truststore.type=PEM; KIP-651)",
+     v.text, None, False),
+    ("ssl.keystore.type", "JKS, PKCS12 or PEM (default: told from the file)", v.text, None, False),
+    ("ssl.keystore.location", "keystore file (JKS, PKCS12 or PEM) with the client key for mutual TLS; must "
+     "exist on every executor", v.text, None, False),
+    ("ssl.keystore.password", "keystore password (JKS, PKCS12)", v.text, None, True),
+    ("ssl.keystore.certificate.chain", "client certificate chain as PEM text (ssl.keystore.type=PEM)",
+     v.text, None, False),
+    ("ssl.keystore.key", "client private key as PEM text (ssl.keystore.type=PEM)", v.text, None, True),
+    ("ssl.protocol", "TLS, TLSv1.3 or TLSv1.2", v.text, None, False),
+    ("ssl.keymanager.algorithm", "Java's default (SunX509, PKIX) is accepted and means nothing here; others are "
+     "refused", v.text, None, False),
+    ("ssl.trustmanager.algorithm", "Java's default (PKIX, SunX509) is accepted and means nothing here; others are "
+     "refused", v.text, None, False),
+    ("ssl.secure.random.implementation", "accepted, means nothing here (OpenSSL's generator is used)", v.text,
+     None, False),
+    ("ssl.cipher.suites", "refused: Java cipher suite names; OpenSSL's defaults for TLSv1.2/1.3 are used",
+     v.text, None, False),
+    ("ssl.provider", "refused: a JVM security provider", v.text, None, False),
+    ("ssl.engine.factory.class", "refused: a Java class", v.text, None, False),
+    ("ssl.enabled.protocols", "TLS versions to allow: TLSv1.2,TLSv1.3", v.text, None, False),
+    ("sasl.login.callback.handler.class", "OAUTHBEARER: Kafka's OAuthBearerLoginCallbackHandler (the only "
+     "handler understood)", v.text, None, False),
+    ("sasl.oauthbearer.token.endpoint.url", "OAUTHBEARER: the OAuth token endpoint (client credentials), or "
+     "file:///path of a token", v.text, None, True),
+    ("sasl.oauthbearer.client.credentials.client.id", "OAUTHBEARER: client id (instead of clientId in "
+     "sasl.jaas.config)", v.text, None, True),
+    ("sasl.oauthbearer.client.credentials.client.secret", "OAUTHBEARER: client secret (instead of clientSecret)",
+     v.text, None, True),
+    ("sasl.oauthbearer.scope", "OAUTHBEARER: scope to ask for (instead of scope in sasl.jaas.config)",
+     v.text, None, False),
+    ("sasl.oauthbearer.scope.claim.name", "OAUTHBEARER: the token's scope claim", v.nonempty, "scope", False),
+    ("sasl.oauthbearer.sub.claim.name", "OAUTHBEARER: the token's subject claim", v.nonempty, "sub", False),
+    ("sasl.oauthbearer.header.urlencode", "OAUTHBEARER: URL-encode client id and secret in the Basic header",
+     LENIENT_BOOL, False, False),
+    ("sasl.login.connect.timeout.ms", "OAUTHBEARER: token endpoint connect timeout", _int(1), 10000, False),
+    ("sasl.login.read.timeout.ms", "OAUTHBEARER: token endpoint read timeout", _int(1), 30000, False),
+    ("sasl.login.retry.backoff.ms", "OAUTHBEARER: first wait between token requests", _int(1), 100, False),
+    ("sasl.login.retry.backoff.max.ms", "OAUTHBEARER: longest wait between token requests", _int(1), 10000,
+     False),
+    ("sasl.login.refresh.window.factor", "OAUTHBEARER: refresh at this part of the token's lifetime",
+     partial(v.number, positive=True), 0.8, False),
+    ("sasl.login.refresh.window.jitter", "OAUTHBEARER: plus up to this much, at random",
+     partial(v.number, positive=False), 0.05, False),
+    ("sasl.login.refresh.min.period.seconds", "OAUTHBEARER: no sooner than this after the last refresh",
+     _int(0, 900), 60, False),
+    ("sasl.login.refresh.buffer.seconds", "OAUTHBEARER: no later than this before expiry", _int(0, 3600), 300,
+     False),
+    ("sasl.kerberos.service.name", "refused: GSSAPI (Kerberos) is not supported", v.text, None, False),
     ("client.id", "client id sent to the brokers", v.text, "kafka-tiered", False),
     ("client.rack", "rack of the client (follower fetching)", v.text, "", False),
     ("request.timeout.ms", "broker request timeout", _int(1), 30000, False),
@@ -221,7 +358,7 @@ KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) fo
     ("fetch.max.bytes", "bytes per Fetch", _int(1), 52428800, False),
     ("max.partition.fetch.bytes", "bytes per partition per Fetch", _int(1), 1048576, False),
     ("isolation.level", "read_uncommitted (default) or read_committed",
-     partial(v.choice, choices=ISOLATION_LEVELS), "read_uncommitted", False),
+     choice("IsolationLevel", ISOLATION_LEVELS), "read_uncommitted", False),
 ))
 
 #: Standard Kafka consumer keys that mean nothing to this client (group management, polling,
@@ -236,8 +373,6 @@ IGNORED_KAFKA_KEYS = frozenset({
     "check.crcs", "exclude.internal.topics", "allow.auto.create.topics",
     "receive.buffer.bytes", "send.buffer.bytes", "client.dns.lookup", "default.api.timeout.ms",
     "reconnect.backoff.ms", "reconnect.backoff.max.ms", "enable.metrics.push",
-    # keystore passwords mean nothing without a keystore, whose location options are refused
-    "ssl.keystore.password", "ssl.truststore.password",
 })
 
 BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

@@ -85,6 +85,15 @@ def text(label: str, name: str, raw) -> str:
     return str(raw)
 
 
+def stripped(label: str, name: str, raw) -> str:
+    return str(raw).strip()
+
+
+def name(label: str, option: str, raw) -> str:
+    """A name matched case-insensitively (a fetcher's): stripped, lower-cased."""
+    return str(raw).strip().lower()
+
+
 _DURATION = re.compile(r"^\s*([0-9]+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 

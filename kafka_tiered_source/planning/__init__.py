@@ -34,14 +34,13 @@ def plan(options, row_filter=None) -> Plan:
         from .offline import plan_offline
         return plan_offline(options, row_filter)
     from ..protocol.client import BrokerClient
-    from ..options import client_properties
     from ..storage.registry import create_fetcher
     from .online import Planner
     storage = options.storage
     if options.fetch_remote_enabled and not storage.configured:
         log.warning("no remote.storage.fetcher is set: tiered segments are read directly only where "
                     "the broker hands out presigned URLs; the rest is fetched through the brokers")
-    with BrokerClient(client_properties(options)) as client:
+    with BrokerClient.for_read(options) as client:
         fetcher = create_fetcher(storage) if options.fetch_remote_enabled and storage.configured else None
         try:
             return Planner(options, client, fetcher, row_filter).plan()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
+from itertools import pairwise
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
@@ -144,7 +145,7 @@ def _strongest(lo: int, hi: int, intervals: Sequence[tuple]) -> list[Served]:
     heap: list = []
     out: list[Served] = []
     i = 0
-    for p, q in zip(points, points[1:]):
+    for p, q in pairwise(points):
         while i < len(ivs) and ivs[i][0] <= p:
             s, e, key, copy = ivs[i]
             heapq.heappush(heap, (_neg(key), i, e, copy))

@@ -9,8 +9,13 @@ from dataclasses import dataclass, field
 from ..cost import CostModel
 from ..errors import BudgetExceededError
 from .plan import Plan
-from .preflight import check_gets
+from .preflight import check_gets, checks_storage
 from .tasks import BrokerRange, RemoteRange
+
+# What an estimate says of the store (Estimate.storage_check).
+CHECKED = "checked"              # one request with the read's options answered, as the read's will
+NOT_CHECKED = "not checked"      # check=False / --no-check: planned without asking storage
+NOTHING_TO_CHECK = "nothing to check"   # nothing is read from storage directly
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,21 @@ class Estimate:
     by_partition: dict = field(default_factory=dict)
     where: str = ""           # the pushed-down filters the plan read less with ("" = none)
     check_gets: int = 0       # the driver's storage check (preflight.check_gets)
+    # CHECKED, NOT_CHECKED or NOTHING_TO_CHECK; "" for a count alone (estimate_plan: the budget
+    # check, a job description), which says nothing about storage
+    storage_check: str = ""
+
+    @property
+    def storage_note(self) -> str:
+        """One clause on whether storage was asked: an estimate made offline on purpose says so."""
+        if self.storage_check == CHECKED:
+            return "storage checked: it answered with these options"
+        if self.storage_check == NOTHING_TO_CHECK:
+            return "storage not needed: nothing is read from it directly"
+        if self.storage_check == NOT_CHECKED:
+            return ("storage NOT checked (check=False): a wrong prefix, layout, bucket or key would only "
+                    "show when the read starts")
+        return ""
 
     def __str__(self) -> str:
         return (f"{self.gets:,} GETs ({self.log_gets:,} ranged + {self.manifest_gets:,} manifests), "
@@ -44,7 +64,8 @@ class Estimate:
                 f"{self.broker_ranges} broker ranges (~{self.broker_bytes:,} bytes via brokers); "
                 f"segments located by " + (", ".join(f"{n} ({k} partitions)" for n, k in
                                                       sorted(self.locators.items())) or "none")
-                + (f"; rows where {self.where}" if self.where else ""))
+                + (f"; rows where {self.where}" if self.where else "")
+                + (f"; {self.storage_note}" if self.storage_check else ""))
 
     def as_dict(self) -> dict:
         """JSON-able: every count, the dollars, the price model and the per-partition figures."""
@@ -53,6 +74,7 @@ class Estimate:
                 "remote_ranges": self.remote_ranges, "broker_ranges": self.broker_ranges,
                 "broker_bytes": self.broker_bytes, "price_model": self.model.describe(),
                 "locators": dict(self.locators), "where": self.where or None,
+                "storage_check": self.storage_check or None,
                 "partitions": {k: dict(v) for k, v in self.by_partition.items()}}
 
 
@@ -115,7 +137,7 @@ def check_budget(estimate: Estimate) -> None:
             f"${budget:g} (option 'cost.budget.usd'); nothing was read. Estimate: {estimate}")
 
 
-def estimate(spark=None, options: dict | None = None, *, where=None, **kw) -> Estimate:
+def estimate(spark=None, options: dict | None = None, *, where=None, check: bool = True, **kw) -> Estimate:
     """Plan a read without reading data and count its GETs, bytes and dollars.
 
     Options as for ``spark.read.format("kafka-tiered")``, as a dict and/or keywords
@@ -126,18 +148,40 @@ def estimate(spark=None, options: dict | None = None, *, where=None, **kw) -> Es
     ``cost.budget.usd`` check) counts only what that read fetches: a SQL condition such as
     ``"timestamp >= '2026-10-01' AND partition IN (0, 1)"``, a list of Spark filter objects or
     of ``(column, op, value)`` tuples (every form: :mod:`kafka_tiered_source.planning.where`).
-    Nothing is derived from a DataFrame: give the condition you will filter with."""
+    Nothing is derived from a DataFrame: give the condition you will filter with.
+
+    ``check``: storage is checked as the read checks it before any task (one cheap request with
+    the read's options, :mod:`.preflight`), so a wrong prefix, layout, bucket or key raises
+    :class:`~kafka_tiered_source.errors.StoragePreflightError` here, not when the read starts.
+    ``check=False`` plans without asking storage, on purpose (no credentials at hand, the store
+    not reachable from here); the estimate then says storage was not checked."""
     from dataclasses import replace
     from .where import parse_where
     zone = "UTC"
     if spark is not None and where is not None:
         zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
     row_filter = parse_where(where, time_zone=zone)
-    est = _estimate(spark, options, row_filter, **kw)
+    est = _estimate(spark, options, row_filter, check, **kw)
     return replace(est, where=str(row_filter)) if row_filter else est
 
 
-def _estimate(spark, options, row_filter, **kw) -> Estimate:
+def estimate_checked(planned: Plan, options, check: bool = True) -> Estimate:
+    """:func:`estimate_plan`, after the storage check the read would make (``check``; raises
+    :class:`~kafka_tiered_source.errors.StoragePreflightError`), saying which it was.  The plan
+    is counted as planned: the check's own GET is the one a task would make (or
+    :func:`~.preflight.check_gets` counts it)."""
+    from dataclasses import replace
+    from .preflight import preflight
+    est = estimate_plan(planned, options)
+    if not checks_storage(planned, options):
+        return replace(est, storage_check=NOTHING_TO_CHECK)
+    if not check:
+        return replace(est, storage_check=NOT_CHECKED)
+    preflight(planned, options)
+    return replace(est, storage_check=CHECKED)
+
+
+def _estimate(spark, options, row_filter, check: bool = True, **kw) -> Estimate:
     """The planning part of :func:`estimate`.  Planning talks to the brokers (Metadata, ListOffsets,
     location Fetches) but issues few storage GETs: the offset index of segments that must be
     split (``minPartitions``, ``maxRecordsPerPartition``, segments above
@@ -145,10 +189,10 @@ def _estimate(spark, options, row_filter, **kw) -> Estimate:
     and, offline, what finding offsets for timestamps reads (a time index, an offset index and
     a few KiB of log per partition).  Those are not counted in the estimate."""
     from ..options import ReadOptions
-    from . import plan
+    from .checked import plan_read
     opts = dict(options or {})
     opts.update(kw)
     if spark is not None and not any(str(k).lower() in ("client.id", "kafka.client.id") for k in opts):
         opts["client.id"] = spark.conf.get("spark.app.name")   # classic and Connect alike
     read_options = ReadOptions.parse(opts)
-    return estimate_plan(plan(read_options, row_filter), read_options)
+    return estimate_checked(plan_read(read_options, row_filter), read_options, check)

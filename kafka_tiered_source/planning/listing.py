@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from ..errors import ConfigError, OfflinePlanningError, SegmentFormatError
 from ..model import SubscribePattern
@@ -155,7 +156,7 @@ class StoreListing:
         segments = self._map(lambda c: self._segment(topic, partition, topic_id, *c), chosen)
         # End offsets the manifests did not give: walk the tail of each such segment.
         unknown = [i for i, seg in enumerate(segments) if seg.end_offset < seg.base_offset]
-        for i, end in zip(unknown, self._map(lambda i: self._last_offset(segments[i]), unknown)):
+        for i, end in zip(unknown, self._map(lambda i: self._last_offset(segments[i]), unknown), strict=True):
             segments[i] = _with_end(segments[i], end)
         return segments, incomplete
 
@@ -177,7 +178,7 @@ class StoreListing:
         segments, incomplete = self.complete_copies(topic, partition, topic_id, copies)
         if not segments:
             raise OfflinePlanningError(f"{where}: no complete tiered segment in {self.where()}")
-        for seg, nxt in zip(segments, segments[1:]):
+        for seg, nxt in pairwise(segments):
             if seg.end_offset >= nxt.base_offset:
                 raise OfflinePlanningError(
                     f"{where}: segments {seg.segment_id} [{seg.base_offset}, {seg.end_offset}] "
@@ -328,7 +329,7 @@ def _contiguous(where: str, segments: list[RemoteSegment], incomplete: list[int]
     segment's base - 1; a copy whose last batch ends earlier lost its tail to compaction), unless
     an incomplete copy starts in between, which may have held records: refused, naming them."""
     out = list(segments)
-    for i, (seg, nxt) in enumerate(zip(segments, segments[1:])):
+    for i, (seg, nxt) in enumerate(pairwise(segments)):
         if seg.end_offset + 1 >= nxt.base_offset:
             continue
         lost = [b for b in incomplete if seg.end_offset < b < nxt.base_offset]
@@ -377,7 +378,7 @@ class ListingLocator:
             return state
         segments, _ = self.listing.complete_copies(pr.topic, pr.partition, pr.topic_id, listed)
         epochs = self.listing._map(self._epochs, segments)
-        for n, (seg, eps) in enumerate(sorted(zip(segments, epochs), key=lambda t: (t[0].end_offset, t[0].base_offset))):
+        for n, (seg, eps) in enumerate(sorted(zip(segments, epochs, strict=True), key=lambda t: (t[0].end_offset, t[0].base_offset))):
             state.add(CopyMeta(
                 segment_id=seg.segment_id, topic=seg.topic, topic_id=seg.topic_id, partition=seg.partition,
                 start_offset=seg.base_offset, end_offset=seg.end_offset, size_bytes=seg.size_bytes or 0,

@@ -90,7 +90,7 @@ class MetadataTopicReader:
             if table.num_rows == 0:
                 break
             offsets = table.column("offset").to_pylist()
-            for off, value in zip(offsets, table.column("value").to_pylist()):
+            for off, value in zip(offsets, table.column("value").to_pylist(), strict=True):
                 if value is None:
                     continue   # a tombstone (KIP-1266 compaction): the record it deletes is done
                 if wanted is not None:

@@ -79,6 +79,8 @@ class Planner:
             try:
                 infos[name] = self.client.topic(name)
             except BrokerError as exc:
+                if exc.api != "Metadata":
+                    raise     # no connection (TLS, SASL, unreachable): nothing to do with the topic
                 raise ConfigError(f"topic {name!r} does not exist or cannot be described: {exc}",
                                   option="assign" if isinstance(strategy, Assign) else "subscribe"
                                   ) from exc

@@ -48,6 +48,20 @@ def _fail(exc: RemoteStorageError, what: str) -> StoragePreflightError:
         f"{where}: {what}: {reason}. {_HOW}", backend=backend, location=where, reason=reason)
 
 
+def planning_failed(exc: RemoteStorageError) -> StoragePreflightError | None:
+    """The error to raise for a storage error that planning itself hit (listing the store
+    without a broker, or with ``remote.segment.locator=listing``) when it will not heal, as the
+    check would name it; None for one that may pass (it is raised as it is)."""
+    if isinstance(exc, RemoteAccessDenied):
+        return _fail(exc, "access denied")
+    if isinstance(exc, RemoteConnectionError) or (isinstance(exc, RemoteTimeout)
+                                                  and _reason(exc).startswith("connect")):
+        return _fail(exc, "unreachable")
+    if isinstance(exc, RemoteObjectNotFound) and any(m.lower() in str(exc).lower() for m in _BUCKET_GONE):
+        return _fail(exc, "no such bucket or container")
+    return None
+
+
 def probe(fetcher, segment, byte_start: int) -> None:
     """One cheap request for ``segment``: its Aiven manifest (and its data key), or one byte."""
     if fetcher.reads_manifests and getattr(fetcher.config, "layout", None) == "aiven":
@@ -61,6 +75,12 @@ def probe(fetcher, segment, byte_start: int) -> None:
 def _checks(options) -> bool:
     """Whether a read is checked at all: not when nothing is read directly."""
     return bool(options.fetch_remote_enabled) and options.fetch_remote_fallback != "always"
+
+
+def checks_storage(planned, options) -> bool:
+    """Whether :func:`preflight` has anything to check for this plan: a tiered range read
+    directly."""
+    return _checks(options) and bool(planned.remote_ranges)
 
 
 def check_gets(planned, options) -> int:

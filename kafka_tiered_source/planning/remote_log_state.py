@@ -79,7 +79,7 @@ class CopyMeta:
                              custom_metadata=self.custom_metadata, max_timestamp=self.max_timestamp_ms)
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}   # type: ignore[attr-defined]
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["leader_epochs"] = [list(e) for e in self.leader_epochs]
         d["order"] = list(self.order)
         d["custom_metadata"] = (None if self.custom_metadata is None

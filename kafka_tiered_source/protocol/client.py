@@ -2,12 +2,19 @@
 
 Bootstrap, ApiVersions negotiation (highest common version), a metadata cache with topic ids,
 routing to partition leaders, ListOffsets and sessionless Fetch (optionally with the KIP-1248
-tags), PLAINTEXT/SSL/SASL_PLAINTEXT/SASL_SSL with PLAIN and SCRAM-SHA-256/512.
+tags), PLAINTEXT/SSL/SASL_PLAINTEXT/SASL_SSL with PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER
+(TLS stores, tokens and re-authentication: ``tls.py``, ``oauth.py``, ``connection.py``).
 
 Threading: one connection per broker, reused, with one request in flight at a time (the
 connection lock is held from send to receive), so the client can be shared by threads.  The
 correlation id of every response is checked; a mismatch or a closed socket drops the
 connection and the request is retried on a fresh one.
+
+Fetch requests are built in one place, :class:`~.fetch.FetchBuilder` (one partition for
+:meth:`BrokerClient.fetch`, many for :func:`~.rounds.fetch_rounds`).  A read's own limits
+(Spark's ``kafkaConsumer.pollTimeoutMs`` and ``fetchOffset.*`` options, which are not Kafka
+properties) come in a :class:`ReadPolicy`; :meth:`BrokerClient.for_read` builds both from a
+read's options.
 """
 from __future__ import annotations
 
@@ -16,26 +23,32 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from ..errors import BrokerError
 from ..model import EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED, MAX_TIMESTAMP
 from ..options.client import IGNORED_KEYS, READ_COMMITTED, READ_UNCOMMITTED, ClientConfig
 from . import kip1248, messages as m
-from .errors import broker_error
-from .connection import NETWORK_EXCEPTION, UNSUPPORTED_VERSION, BrokerConnection, ConnectionLost
+from .connection import BrokerConnection, ConnectionLost
+from .fetch import ZERO_UUID, FetchAsk, FetchBuilder, FetchResult
+from .errors import (LEADER_NOT_AVAILABLE, NETWORK_EXCEPTION, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_ID,
+                     UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, broker_error)
+
+if TYPE_CHECKING:
+    from ..options.read import ReadOptions
 
 log = logging.getLogger(__name__)
 
 # The configuration is the options layer's (Kafka's property names are rows of the option table);
 # it is re-exported because it is the client's public interface.
-__all__ = ["BrokerClient", "BrokerConnection", "BrokerNode", "ClientConfig", "FetchResult", "IGNORED_KEYS",
-           "ListedOffset", "PartitionInfo", "READ_COMMITTED", "READ_UNCOMMITTED", "TopicInfo"]
+__all__ = ["BrokerClient", "BrokerConnection", "BrokerNode", "ClientConfig", "FetchAsk", "FetchBuilder",
+           "FetchResult", "IGNORED_KEYS", "ListedOffset", "PartitionInfo", "READ_COMMITTED", "READ_UNCOMMITTED",
+           "ReadPolicy", "TopicInfo"]
 
 # ListOffsets version needed by each special timestamp (KIP-734, KIP-1005, KIP-1023).
 _SPECIAL_TIMESTAMP_MIN_VERSION = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                                   EARLIEST_PENDING_UPLOAD: 11}
-ZERO_UUID = bytes(16)
+T = TypeVar("T")
 
 
 # --- results ---------------------------------------------------------------------------------
@@ -79,35 +92,28 @@ class ListedOffset:
 
 
 @dataclass(frozen=True)
-class FetchResult:
-    """One partition's fetch answer.  ``partition`` is the decoded
-    ``FetchResponse.PartitionData`` (``records`` is a memoryview into the response frame,
-    KIP-1248 fields included); ``kip1248_requested`` says whether the tags were sent."""
+class ReadPolicy:
+    """What a read asks of the client beyond Kafka's properties: Spark's Kafka source options.
 
-    topic: str
-    partition_index: int
-    partition: object
-    version: int
-    broker: str
-    kip1248_requested: bool
-    throttle_time_ms: int = 0     # the broker's quota throttle (KIP-13); already waited out
-
-    @property
-    def records(self):
-        return self.partition.records
-
-    @property
-    def has_remote_location(self) -> bool:
-        return kip1248.has_remote_location(self.partition)
+    ``fetch_timeout_ms`` (``kafkaConsumer.pollTimeoutMs``): the longest one :meth:`BrokerClient.fetch`
+    may take, retries included, before it fails, as Spark's consumer poll gives up on an offset
+    (None: the client's retries alone bound it).  ``offset_attempts`` and
+    ``offset_retry_interval_ms`` (``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs``):
+    how often an offset look-up (ListOffsets) is tried when it fails, and the wait between,
+    with the metadata re-learnt, as Spark's ``KafkaOffsetReader.withRetries`` does."""
+    fetch_timeout_ms: int | None = None
+    offset_attempts: int = 1
+    offset_retry_interval_ms: int = 0
 
 
 class BrokerClient:
     """Synchronous client over a set of brokers.  ``BrokerClient(ClientConfig | dict)``."""
 
-    def __init__(self, config):
+    def __init__(self, config: ClientConfig | dict, *, policy: ReadPolicy | None = None):
         if isinstance(config, dict):
             config = ClientConfig.from_properties(config)
         self.config = config
+        self.policy = policy or ReadPolicy()
         self._lock = threading.RLock()
         self._conns: dict = {}         # node id -> BrokerConnection
         self._bootstrap: list = [BrokerConnection(h, p, config) for h, p in config.bootstrap_servers]
@@ -117,6 +123,15 @@ class BrokerClient:
         self._metadata_at = 0.0
         self.cluster_id = None
         self.controller_id = None
+
+    @classmethod
+    def for_read(cls, options: "ReadOptions") -> "BrokerClient":
+        """The client of a read: its ``kafka.*`` properties, and its poll timeout and offset
+        look-up retries (:class:`ReadPolicy`)."""
+        from ..options.read import client_properties
+        return cls(client_properties(options), policy=ReadPolicy(
+            fetch_timeout_ms=options.poll_timeout_ms, offset_attempts=options.fetch_offset_num_retries,
+            offset_retry_interval_ms=options.fetch_offset_retry_interval_ms))
 
     def __repr__(self):
         return f"BrokerClient({[f'{h}:{p}' for h, p in self.config.bootstrap_servers]})"
@@ -135,10 +150,17 @@ class BrokerClient:
 
     # -- plumbing
 
-    def _backoff(self, attempt: int):
+    def backoff(self, attempt: int) -> None:
+        """Sleep before retry ``attempt`` (0-based): ``retry.backoff.ms`` doubling per attempt
+        up to ``retry.backoff.max.ms``, with Kafka's +-20% jitter."""
         cfg = self.config
         delay = min(cfg.retry_backoff_ms * (2 ** attempt), cfg.retry_backoff_max_ms) / 1000
         time.sleep(delay * random.uniform(0.8, 1.2))
+
+    def invalidate_metadata(self) -> None:
+        """Route the next request with fresh metadata (after a leader moved or a connection was
+        lost)."""
+        self._metadata_at = 0.0
 
     def _any_connection(self) -> BrokerConnection:
         """A connected broker: a known one first, else the bootstrap list in order."""
@@ -166,34 +188,40 @@ class BrokerClient:
                 conn = None
             if conn is None:
                 if node is None:
-                    raise BrokerError(f"broker {node_id} is not in the metadata", retriable=True,
-                                      error_code=5, error_name="LEADER_NOT_AVAILABLE")
+                    raise broker_error(LEADER_NOT_AVAILABLE, api="Metadata",
+                                   detail=f"broker {node_id} is not in the metadata")
                 conn = BrokerConnection(node.host, node.port, self.config, node_id=node_id)
                 self._conns[node_id] = conn
             return conn
 
-    def _with_retries(self, api: str, fn, *, topic=None, partition=None):
-        """Run ``fn()``; on retriable errors back off, refresh metadata when it is stale, retry."""
+    def _with_retries(self, api: str, fn: Callable[[], T], *, topic=None, partition=None,
+                      deadline: float | None = None, gave_up: Callable[[BrokerError], BrokerError] | None = None) -> T:
+        """Run ``fn()``; on retriable errors back off, refresh metadata when the error says it
+        is stale, retry (``retries`` times).  Past ``deadline`` (monotonic seconds) no retry
+        starts: ``gave_up(last error)`` is raised instead."""
         attempt = 0
         while True:
+            err: BrokerError
             try:
                 return fn()
             except ConnectionLost as exc:
-                err = BrokerError(f"connection lost: {exc}", error_code=NETWORK_EXCEPTION,
-                                  error_name="NETWORK_EXCEPTION", retriable=True, api=api,
-                                  topic=topic, partition=partition)
-                err.refresh_metadata = True
+                err = broker_error(NETWORK_EXCEPTION, api=api, topic=topic, partition=partition,
+                                   detail=f"connection lost: {exc}")
             except BrokerError as exc:
                 if not exc.retriable:
                     raise
                 err = exc
+            if deadline is not None and gave_up is not None and time.monotonic() >= deadline:
+                raise gave_up(err) from err
             if attempt >= self.config.retries:
                 raise err
             log.debug("retrying %s after %s (attempt %d)", api, err, attempt + 1)
-            self._backoff(attempt)
+            self.backoff(attempt)
             attempt += 1
-            if getattr(err, "refresh_metadata", False) or err.error_code in (None, NETWORK_EXCEPTION):
-                self._metadata_at = 0.0  # force a refresh before the next routing decision
+            # An error without a Kafka code (no broker reachable, no answer for a partition)
+            # says nothing about the metadata either way: re-learn it, it costs one request.
+            if err.refresh_metadata or err.error_code is None:
+                self.invalidate_metadata()
 
     # -- metadata
 
@@ -262,7 +290,8 @@ class BrokerClient:
                 name = self._ids.get(bytes(name_or_id)) if by_id else name_or_id
                 info = self._topics.get(name) if name else None
             if info is None:
-                raise broker_error(3 if not by_id else 100, api="Metadata", topic=str(name_or_id))
+                raise broker_error(UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION, api="Metadata",
+                                   topic=str(name_or_id))
         return info
 
     def _topic_name(self, topic) -> str:
@@ -279,10 +308,11 @@ class BrokerClient:
             info = self.topic(topic, refresh=True)
             p = info.partitions.get(partition)
             if p is None:
-                raise broker_error(3, api="Metadata", topic=topic, partition=partition,
+                raise broker_error(UNKNOWN_TOPIC_OR_PARTITION, api="Metadata", topic=topic, partition=partition,
                                    detail=f"topic has {len(info.partitions)} partitions")
         if p.error_code or p.leader < 0:
-            raise broker_error(p.error_code or 5, api="Metadata", topic=topic, partition=partition)
+            raise broker_error(p.error_code or LEADER_NOT_AVAILABLE, api="Metadata", topic=topic,
+                               partition=partition)
         return self.connection(p.leader)
 
     def supported_versions(self, node_id: int | None = None) -> dict:
@@ -301,7 +331,15 @@ class BrokerClient:
         topic = self._topic_name(topic)
         conn = self.leader(topic, partition)
         conn.ensure_connected()
-        return self._fetch_version(conn, self.topic(topic))
+        return self.fetch_builder(conn, [topic]).version
+
+    def fetch_builder(self, conn: BrokerConnection, topics: Iterable[str], *,
+                      request_remote_location: bool = False,
+                      storage_formats: tuple[str, ...] = (kip1248.STORAGE_FORMAT_APACHE_KAFKA_V1,)) -> FetchBuilder:
+        """A :class:`FetchBuilder` for requests to ``conn`` (connected) about ``topics``."""
+        infos = {t: self.topic(t) for t in topics}
+        return FetchBuilder(conn, infos, rack=self.config.client_rack,
+                            request_remote_location=request_remote_location, storage_formats=storage_formats)
 
     def advertises_kip1248(self, topic: str, partition: int) -> bool:
         """True when the leader advertises the KIP-1248 feature in ApiVersions: it answers the
@@ -316,19 +354,31 @@ class BrokerClient:
         be sent, so direct reads of tiered segments cannot be asked for."""
         return self.fetch_version(topic, partition) >= kip1248.MIN_FETCH_VERSION
 
-    @staticmethod
-    def _fetch_version(conn: BrokerConnection, info: TopicInfo) -> int:
-        at_most = None
-        if info.topic_id == ZERO_UUID:
-            at_most = 12  # v13+ address topics by id only
-        return conn.pick_version(m.FetchRequest, at_most=at_most)
-
     # -- ListOffsets
 
     def list_offsets(self, topic, timestamps: dict, *, isolation_level: int | None = None) -> dict:
         """``{partition: timestamp}`` -> ``{partition: ListedOffset}``.  Timestamps: ms since the
         epoch, or EARLIEST (-2), LATEST (-1), MAX_TIMESTAMP (-3), EARLIEST_LOCAL (-4),
-        LATEST_TIERED (-5), EARLIEST_PENDING_UPLOAD (-6) where the broker's version allows."""
+        LATEST_TIERED (-5), EARLIEST_PENDING_UPLOAD (-6) where the broker's version allows.
+
+        A look-up that fails (after the client's own retries of retriable errors) is tried
+        again up to :attr:`ReadPolicy.offset_attempts` times in all, after
+        :attr:`ReadPolicy.offset_retry_interval_ms` and with fresh metadata, as Spark's offset
+        reader does; a version the broker lacks fails at once (asking again cannot help)."""
+        attempts = self.policy.offset_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._list_offsets(topic, timestamps, isolation_level=isolation_level)
+            except BrokerError as exc:
+                if attempt >= attempts or exc.error_code == UNSUPPORTED_VERSION:
+                    raise
+                log.warning("offset look-up of %s failed (attempt %d of %d, fetchOffset.numRetries): %s",
+                            topic, attempt, attempts, exc)
+                time.sleep(self.policy.offset_retry_interval_ms / 1000)
+                self.invalidate_metadata()
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _list_offsets(self, topic, timestamps: dict, *, isolation_level: int | None) -> dict:
         topic = self._topic_name(topic)
         iso = self.config.isolation_level if isolation_level is None else isolation_level
         need = max([_SPECIAL_TIMESTAMP_MIN_VERSION.get(ts, 1) for ts in timestamps.values()] + [2 if iso else 1])
@@ -446,53 +496,50 @@ class BrokerClient:
               min_bytes: int | None = None, isolation_level: int | None = None,
               current_leader_epoch: int = -1, request_remote_location: bool = False,
               storage_formats: tuple = (kip1248.STORAGE_FORMAT_APACHE_KAFKA_V1,)) -> FetchResult:
-        """Sessionless fetch (session id 0, epoch -1) of one partition from its leader.
+        """Sessionless fetch of one partition from its leader (:class:`FetchBuilder`).
 
         With ``request_remote_location`` the KIP-1248 tags are sent when the version allows
         (12+); ``FetchResult.kip1248_requested`` says whether they were.  Partition errors
-        raise :class:`BrokerError`; retriable ones are retried after a metadata refresh."""
+        raise :class:`BrokerError`; retriable ones are retried after a metadata refresh, for at
+        most :attr:`ReadPolicy.fetch_timeout_ms` in all when the read sets one."""
         topic = self._topic_name(topic)
         cfg = self.config
         iso = cfg.isolation_level if isolation_level is None else isolation_level
         wait = cfg.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
+        ask = FetchAsk(topic, partition, offset,
+                       cfg.max_partition_fetch_bytes if partition_max_bytes is None else partition_max_bytes,
+                       current_leader_epoch)
+        poll_ms = self.policy.fetch_timeout_ms
+        deadline = None if poll_ms is None else time.monotonic() + poll_ms / 1000
 
-        def run():
-            info = self.topic(topic)
+        def run() -> FetchResult:
             conn = self.leader(topic, partition)
             conn.ensure_connected()
-            version = self._fetch_version(conn, info)
-            send_tags = request_remote_location and version >= kip1248.MIN_FETCH_VERSION
-            ftopic = m.FetchRequest.FetchTopic(partitions=[m.FetchRequest.FetchPartition(
-                partition=partition, fetch_offset=offset, current_leader_epoch=current_leader_epoch,
-                partition_max_bytes=cfg.max_partition_fetch_bytes if partition_max_bytes is None else partition_max_bytes)])
-            if version >= 13:
-                ftopic.topic_id = info.topic_id
-            else:
-                ftopic.topic = topic
-            req = m.FetchRequest(
-                replica_id=-1, max_wait_ms=wait, min_bytes=cfg.fetch_min_bytes if min_bytes is None else min_bytes,
-                max_bytes=cfg.fetch_max_bytes if max_bytes is None else max_bytes, isolation_level=iso,
-                session_id=0, session_epoch=-1, topics=[ftopic], rack_id=cfg.client_rack)
-            if send_tags:
-                req.remote_log_segment_location_requested = True
-                req.supported_storage_format_versions = list(storage_formats)
-            # the broker may hold the request for max_wait_ms before answering
-            resp = conn.request(req, version, timeout_ms=cfg.request_timeout_ms + wait)
-            if resp.error_code:
-                raise broker_error(resp.error_code, broker=conn.address, api="Fetch", topic=topic,
-                                   partition=partition)
-            for t in resp.responses:
-                if (version >= 13 and t.topic_id != info.topic_id) or (version < 13 and t.topic != topic):
-                    continue
-                for p in t.partitions:
-                    if p.partition_index != partition:
-                        continue
-                    if p.error_code:
-                        raise broker_error(p.error_code, broker=conn.address, api="Fetch", topic=topic,
-                                           partition=partition)
-                    return FetchResult(topic, partition, p, version, conn.address, send_tags,
-                                       resp.throttle_time_ms or 0)
+            builder = self.fetch_builder(conn, [topic], request_remote_location=request_remote_location,
+                                         storage_formats=storage_formats)
+            req = builder.request([ask], max_wait_ms=wait,
+                                  min_bytes=cfg.fetch_min_bytes if min_bytes is None else min_bytes,
+                                  max_bytes=cfg.fetch_max_bytes if max_bytes is None else max_bytes,
+                                  isolation_level=iso)
+            # the broker may hold the request for max_wait_ms before answering; a poll timeout
+            # cuts the wait for the answer short
+            timeout_ms = cfg.request_timeout_ms + wait
+            if deadline is not None:
+                timeout_ms = max(1, min(timeout_ms, int((deadline - time.monotonic()) * 1000)))
+            resp = conn.request(req, builder.version, timeout_ms=timeout_ms)
+            for res in builder.results(resp):
+                if res.partition_index == partition:
+                    if res.error is not None:
+                        raise res.error
+                    return res
             raise BrokerError("the fetch response does not contain the partition", broker=conn.address,
                               api="Fetch", topic=topic, partition=partition)
 
-        return self._with_retries("Fetch", run, topic=topic, partition=partition)
+        def gave_up(err: BrokerError) -> BrokerError:
+            # Spark's consumer: "Cannot fetch record for offset ... in ... milliseconds"
+            return broker_error(REQUEST_TIMED_OUT, broker=err.broker, api="Fetch", topic=topic, partition=partition,
+                                detail=f"no answer for offset {offset} within kafkaConsumer.pollTimeoutMs="
+                                       f"{poll_ms} ms (last error: {err})")
+
+        return self._with_retries("Fetch", run, topic=topic, partition=partition, deadline=deadline,
+                                  gave_up=gave_up)

@@ -1,9 +1,15 @@
 """One socket to one broker: TLS and SASL set-up, ApiVersions negotiation, and requests: one at
 a time (the lock is held from send to receive), or pipelined by :meth:`BrokerConnection.exchange`
 (several in flight, answered in order, as Kafka answers one connection).  The correlation id of
-every response is checked.  :class:`~.client.BrokerClient` routes requests over these."""
+every response is checked.  :class:`~.client.BrokerClient` routes requests over these.
+
+When the broker grants a SASL session a lifetime (SaslAuthenticate v1+, KIP-368: an OAUTHBEARER
+token's expiry, or ``connections.max.reauth.ms``), the connection re-authenticates on the same
+socket before sending anything once 85-95% of it has passed, as Kafka's client does; a broker
+closes a connection whose session ended with anything but a re-authentication."""
 from __future__ import annotations
 
+import logging
 import random
 import socket
 import ssl
@@ -14,8 +20,12 @@ import time
 from ..errors import BrokerError, ProtocolError
 from ..options.client import ClientConfig
 from . import codec, messages as m
+from . import tls
 from .errors import broker_error
-from .sasl import SaslError, ScramClient, plain_initial_response
+from .oauth import token_source
+from .sasl import SaslError, ScramClient, oauthbearer_initial_response, plain_initial_response
+
+log = logging.getLogger(__name__)
 
 UNSUPPORTED_VERSION = 35
 SASL_AUTH_FAILED = 58
@@ -56,20 +66,18 @@ class BrokerConnection:
         self._last_used = 0.0
         self._muted_until = 0.0    # monotonic time before which nothing is sent (broker throttle)
         self.throttled_s = 0.0     # time spent waiting out broker throttles
+        self._reauth_at = None     # monotonic time to re-authenticate at (KIP-368), if the session ends
+        self.reauthentications = 0
+        # Stores are read now, so a wrong password or a missing file fails the client's creation
+        # (the planner's) rather than a task's connection; the context is shared per process.
+        self._tls = tls.client_context(config) if config.uses_ssl else None
+        self._tokens = (token_source(config.oauth) if config.oauth is not None and config.uses_sasl
+                        and config.sasl_mechanism == "OAUTHBEARER" else None)
 
     def __repr__(self):
         return f"BrokerConnection({self.address}, node {self.node_id})"
 
     # -- setup
-
-    def _ssl_context(self) -> ssl.SSLContext:
-        cfg = self.config
-        ctx = ssl.create_default_context(cafile=cfg.ssl_cafile)
-        ctx.check_hostname = cfg.ssl_check_hostname
-        if cfg.ssl_certfile:
-            pw = cfg.ssl_key_password.get() if cfg.ssl_key_password else None
-            ctx.load_cert_chain(cfg.ssl_certfile, cfg.ssl_keyfile, password=pw)
-        return ctx
 
     def _open(self):
         cfg = self.config
@@ -80,11 +88,13 @@ class BrokerConnection:
                               retriable=True) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if cfg.uses_ssl:
-                sock = self._ssl_context().wrap_socket(sock, server_hostname=self.host)
+            if self._tls is not None:
+                sock = self._tls.wrap_socket(sock, server_hostname=self.host)
         except ssl.SSLError as exc:
             sock.close()
-            raise BrokerError(f"TLS handshake failed: {exc.reason or exc}", broker=self.address) from None
+            # an end of stream may be a restart (retried); a refusal is final
+            raise BrokerError(f"TLS handshake failed: {tls.describe_failure(exc, cfg, self.host)}",
+                              broker=self.address, retriable=isinstance(exc, ssl.SSLEOFError)) from None
         except OSError as exc:
             sock.close()
             raise BrokerError(f"TLS handshake failed: {exc}", broker=self.address, retriable=True) from None
@@ -126,27 +136,52 @@ class BrokerConnection:
             detail = f"broker offers {', '.join(resp.mechanisms) or 'none'}" if resp.error_code == 33 else None
             raise broker_error(resp.error_code, broker=self.address, api="SaslHandshake", detail=detail)
         av = self.pick_version(m.SaslAuthenticateRequest)
-        password = cfg.sasl_password.get()
+        lifetime = [0]
 
         def step(payload: bytes) -> bytes:
             r = self._roundtrip(m.SaslAuthenticateRequest(auth_bytes=payload), av)
             if r.error_code:
-                # error_message comes from the broker and may name the user, never the password
+                # error_message comes from the broker and may name the user, never a secret
                 raise broker_error(r.error_code, broker=self.address, api="SaslAuthenticate",
                                    detail=r.error_message)
+            lifetime[0] = getattr(r, "session_lifetime_ms", 0) or 0
             return bytes(r.auth_bytes)
 
         try:
-            if mech == "PLAIN":
-                step(plain_initial_response(cfg.sasl_username, password))
+            if mech == "OAUTHBEARER":
+                token = self._tokens.token()
+                challenge = step(oauthbearer_initial_response(token.value, cfg.oauth.extensions))
+                if challenge:
+                    # RFC 7628: the server's error comes as a challenge; the client answers
+                    # with a lone \x01 and the server then fails the exchange.
+                    step(b"\x01")
+                    raise SaslError(f"the broker refused the OAUTHBEARER token of {token.principal!r}")
+            elif mech == "PLAIN":
+                step(plain_initial_response(cfg.sasl_username, cfg.sasl_password.get()))
             else:
-                scram = ScramClient(mech, cfg.sasl_username, password)
+                scram = ScramClient(mech, cfg.sasl_username, cfg.sasl_password.get())
                 server_first = step(scram.first())
                 server_final = step(scram.final(server_first))
                 scram.verify(server_final)
         except SaslError as exc:
             raise BrokerError(str(exc), error_code=SASL_AUTH_FAILED, error_name="SASL_AUTHENTICATION_FAILED",
                               broker=self.address, api="SaslAuthenticate") from None
+        # KIP-368: re-authenticate at 85-95% of the session the broker granted (0: none)
+        self._reauth_at = (time.monotonic() + lifetime[0] / 1000 * (0.85 + 0.10 * random.random())
+                           if lifetime[0] > 0 else None)
+
+    def _reauth_due(self) -> bool:
+        return self._reauth_at is not None and self._sock is not None and time.monotonic() >= self._reauth_at
+
+    def _reauthenticate(self):
+        """KIP-368 on this socket (nothing in flight): the same mechanism, a current credential."""
+        log.debug("re-authenticating with %s (SASL %s)", self.address, self.config.sasl_mechanism)
+        try:
+            self._authenticate()
+        except BaseException:
+            self._close_locked()
+            raise
+        self.reauthentications += 1
 
     # -- versions
 
@@ -192,6 +227,8 @@ class BrokerConnection:
             sock.sendall(frame)
         except socket.timeout:
             self._timed_out(msg, timeout_ms)
+        except ssl.SSLError as exc:
+            self._tls_failed(exc, msg)
         except OSError as exc:
             self._close_locked()
             raise ConnectionLost(f"{self.address} ({m.api_name(msg.API_KEY)}): {exc}") from None
@@ -205,6 +242,16 @@ class BrokerConnection:
         raise BrokerError(f"request timed out after {self._timeout(timeout_ms) * 1000:.0f} ms",
                           error_code=REQUEST_TIMED_OUT, error_name="REQUEST_TIMED_OUT",
                           retriable=True, broker=self.address, api=m.api_name(msg.API_KEY)) from None
+
+    def _tls_failed(self, exc: ssl.SSLError, msg):
+        """A TLS error after the handshake.  With TLS 1.3 the broker's verdict on the client
+        certificate arrives here, as an alert on the first read: that is final.  A bare end of
+        stream is an ordinary lost connection."""
+        self._close_locked()
+        if isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            raise ConnectionLost(f"{self.address} ({m.api_name(msg.API_KEY)}): {exc}") from None
+        raise BrokerError(f"TLS failed: {tls.describe_failure(exc, self.config, self.host)}",
+                          broker=self.address, api=m.api_name(msg.API_KEY)) from None
 
     def _receive(self, msg, version: int, cid: int, timeout_ms: int | None = None):
         """Read and decode the response to the request ``cid`` (the next one on the socket:
@@ -220,6 +267,8 @@ class BrokerConnection:
             data = recv_exact(sock, size)
         except socket.timeout:
             self._timed_out(msg, timeout_ms)
+        except ssl.SSLError as exc:
+            self._tls_failed(exc, msg)
         except (OSError, ConnectionLost) as exc:
             self._close_locked()
             raise ConnectionLost(f"{self.address} ({m.api_name(msg.API_KEY)}): {exc}") from None
@@ -259,6 +308,14 @@ class BrokerConnection:
                 follow = step(resp, msg)
                 if follow:
                     self._wait_throttle()
+                    if self._reauth_due():
+                        # KIP-368: re-authentication waits until nothing is in flight
+                        while inflight:
+                            msg, cid = inflight.popleft()
+                            resp = self._receive(msg, version, cid, timeout_ms)
+                            self._throttled(resp)
+                            follow = list(follow) + list(step(resp, msg) or ())
+                        self._reauthenticate()
                     for nxt in follow:
                         inflight.append((nxt, self._send(nxt, version, timeout_ms)))
 
@@ -269,6 +326,8 @@ class BrokerConnection:
             self._close_locked()  # the broker has likely dropped it already
         if self._sock is None:
             self._open()
+        elif self._reauth_due():
+            self._reauthenticate()
 
     def _wait_throttle(self):
         wait = self._muted_until - time.monotonic()
@@ -300,6 +359,7 @@ class BrokerConnection:
                 self._open()
 
     def _close_locked(self):
+        self._reauth_at = None
         sock, self._sock = self._sock, None
         if sock is not None:
             try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import BrokerError
+from ..errors import BrokerError, InvalidMetadataError
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,15 @@ for _code, _name, _retriable, _refresh in _TABLE:
 del _code, _name, _retriable, _refresh, _e
 
 NONE = 0
+# The codes the client and the planners act on by name.
+OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+NETWORK_EXCEPTION = 13
+UNSUPPORTED_VERSION = 35
+UNKNOWN_TOPIC_ID = 100
 
 
 def lookup(code: int) -> KafkaErrorCode:
@@ -200,12 +209,13 @@ def code_of(name: str) -> int:
 def broker_error(code: int, *, broker: str | None = None, api: str | None = None,
                  topic: str | None = None, partition: int | None = None,
                  detail: str | None = None) -> BrokerError:
-    """A :class:`~kafka_tiered_source.errors.BrokerError` built from the table."""
+    """The error the table describes: an :class:`~kafka_tiered_source.errors.InvalidMetadataError`
+    for the codes after which metadata must be refreshed, else a plain
+    :class:`~kafka_tiered_source.errors.BrokerError`."""
     e = lookup(code)
     msg = f"{e.name} ({e.code}): {e.message}"
     if detail:
         msg = f"{msg}: {detail}"
-    err = BrokerError(msg, error_code=e.code, error_name=e.name, retriable=e.retriable,
-                      broker=broker, api=api, topic=topic, partition=partition)
-    err.refresh_metadata = e.refresh_metadata
-    return err
+    cls = InvalidMetadataError if e.refresh_metadata else BrokerError
+    return cls(msg, error_code=e.code, error_name=e.name, retriable=e.retriable,
+               broker=broker, api=api, topic=topic, partition=partition)

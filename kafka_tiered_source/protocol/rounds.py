@@ -13,30 +13,32 @@ on from the offsets the caller's ``advance`` has recorded; any other partition e
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import BrokerError
-from . import kip1248, messages as m
-from .connection import ConnectionLost
-from .errors import broker_error
+from .connection import BrokerConnection, ConnectionLost
+from .fetch import FetchAsk
+
+if TYPE_CHECKING:
+    from .client import BrokerClient
+    from .fetch import FetchResult
 
 Key = tuple[str, int]                        # (topic, partition)
 Ask = tuple[int, int]                        # (fetch offset, partition max bytes)
+Advance = Callable[[Key, "FetchResult"], Optional[Ask]]
 INT32_MAX = 2**31 - 1
 
 
-def fetch_rounds(client, starts: dict[Key, Ask], advance: Callable[[Key, object], Optional[Ask]], *,
+def fetch_rounds(client: "BrokerClient", starts: dict[Key, Ask], advance: Advance, *,
                  isolation_level: int, request_remote_location: bool = False, depth: int = 2) -> None:
     """Fetch ``starts`` (``{(topic, partition): (offset, partition max bytes)}``); for each
     answer call ``advance(key, FetchResult)``, which returns what to ask that partition next or
     None when it is done.  Returns when every partition is done."""
-    from .client import FetchResult
     pending: dict[Key, Ask] = dict(starts)
     attempt = 0
     while pending:
-        retry: dict[Key, Ask] = {}
         try:
-            by_leader: dict = {}
+            by_leader: dict[BrokerConnection, list[Key]] = {}
             for key in pending:
                 by_leader.setdefault(client.leader(*key), []).append(key)
         except BrokerError as exc:
@@ -44,105 +46,89 @@ def fetch_rounds(client, starts: dict[Key, Ask], advance: Callable[[Key, object]
                 raise
             attempt = _again(client, attempt)
             continue
-
-        def walk(conn, keys):
-            try:
-                _walk_leader(client, conn, keys, pending, advance, retry, isolation_level,
-                             request_remote_location, depth, FetchResult)
-            except ConnectionLost:
-                retry.update({k: pending[k] for k in keys if k in pending})
-            except BrokerError as exc:
-                if not exc.retriable:
-                    raise
-                retry.update({k: pending[k] for k in keys if k in pending})
-
+        walk = _Walk(client, pending, advance, isolation_level, request_remote_location, depth)
         if len(by_leader) == 1:
             walk(*next(iter(by_leader.items())))
         else:
             with ThreadPoolExecutor(max_workers=min(8, len(by_leader))) as pool:
                 for f in [pool.submit(walk, c, ks) for c, ks in by_leader.items()]:
                     f.result()
-        if retry:
+        if walk.retry:
             if attempt >= client.config.retries:
-                raise BrokerError(f"no answer for partitions {sorted(retry)} after {attempt} retries",
+                raise BrokerError(f"no answer for partitions {sorted(walk.retry)} after {attempt} retries",
                                   api="Fetch", retriable=True)
             attempt = _again(client, attempt)
-        pending = retry
+        pending = walk.retry
 
 
-def _again(client, attempt: int) -> int:
-    client._backoff(attempt)
-    client._metadata_at = 0.0          # route with fresh metadata
+def _again(client: "BrokerClient", attempt: int) -> int:
+    client.backoff(attempt)
+    client.invalidate_metadata()          # route with fresh metadata
     return attempt + 1
 
 
-def _walk_leader(client, conn, keys, pending, advance, retry, iso, remote, depth, FetchResult):
-    conn.ensure_connected()
-    infos = {topic: client.topic(topic) for topic, _ in keys}
-    version = min(client._fetch_version(conn, info) for info in infos.values())
-    send_tags = remote and version >= kip1248.MIN_FETCH_VERSION
-    F = m.FetchRequest
+class _Walk:
+    """One round over every leader: what is still pending, and what must be asked again (a
+    leader that moved, a lost connection) once the metadata is fresh."""
 
-    def request(group):
-        topics: dict = {}
-        for topic, p in group:
-            offset, limit = pending[(topic, p)]
-            topics.setdefault(topic, []).append(F.FetchPartition(
-                partition=p, fetch_offset=offset, current_leader_epoch=-1, partition_max_bytes=limit))
-        ftopics = []
-        for topic, parts in topics.items():
-            ft = F.FetchTopic(partitions=parts)
-            if version >= 13:
-                ft.topic_id = infos[topic].topic_id
-            else:
-                ft.topic = topic
-            ftopics.append(ft)
-        req = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=INT32_MAX, isolation_level=iso,
-                session_id=0, session_epoch=-1, topics=ftopics, rack_id=client.config.client_rack)
-        if send_tags:
-            req.remote_log_segment_location_requested = True
-            req.supported_storage_format_versions = [kip1248.STORAGE_FORMAT_APACHE_KAFKA_V1]
-        groups_of[id(req)] = group
-        return req
+    def __init__(self, client: "BrokerClient", pending: dict[Key, Ask], advance: Advance, iso: int,
+                 remote: bool, depth: int):
+        self.client, self.pending, self.advance = client, pending, advance
+        self.iso, self.remote, self.depth = iso, remote, depth
+        self.retry: dict[Key, Ask] = {}
 
-    by_id = {info.topic_id: name for name, info in infos.items()}
-    groups_of: dict = {}                 # id(request) -> the partitions it asks for
-    misses: dict = {}
+    def __call__(self, conn: BrokerConnection, keys: list[Key]) -> None:
+        try:
+            self._leader(conn, keys)
+        except ConnectionLost:
+            self.retry.update({k: self.pending[k] for k in keys if k in self.pending})
+        except BrokerError as exc:
+            if not exc.retriable:
+                raise
+            self.retry.update({k: self.pending[k] for k in keys if k in self.pending})
 
-    def step(resp, req):
-        if resp.error_code:
-            raise broker_error(resp.error_code, broker=conn.address, api="Fetch")
-        again = []
-        for t in resp.responses:
-            topic = by_id.get(t.topic_id) if version >= 13 else t.topic
-            for p in t.partitions:
-                key = (topic, p.partition_index)
+    def _leader(self, conn: BrokerConnection, keys: list[Key]) -> None:
+        client, pending, retry = self.client, self.pending, self.retry
+        conn.ensure_connected()
+        builder = client.fetch_builder(conn, sorted({topic for topic, _ in keys}),
+                                       request_remote_location=self.remote)
+        groups_of: dict[int, list[Key]] = {}     # id(request) -> the partitions it asks for
+        misses: dict[Key, int] = {}
+
+        def request(group: list[Key]):
+            req = builder.request([FetchAsk(topic, p, *pending[(topic, p)]) for topic, p in group],
+                                  max_wait_ms=0, min_bytes=0, max_bytes=INT32_MAX, isolation_level=self.iso)
+            groups_of[id(req)] = group
+            return req
+
+        def step(resp, req) -> list:
+            again: list[Key] = []
+            for res in builder.results(resp):
+                key = (res.topic, res.partition_index)
                 if key not in pending:
                     continue
-                if p.error_code:
-                    err = broker_error(p.error_code, broker=conn.address, api="Fetch", topic=topic,
-                                       partition=p.partition_index)
+                err = res.error
+                if err is not None:
                     if not err.retriable:
                         raise err
                     retry[key] = pending.pop(key)
                     continue
-                nxt = advance(key, FetchResult(topic, p.partition_index, p, version, conn.address, send_tags,
-                                               resp.throttle_time_ms or 0))
+                nxt = self.advance(key, res)
                 if nxt is None:
                     del pending[key]
                 else:
                     pending[key] = nxt
                     again.append(key)
-        for key in groups_of.pop(id(req)):
-            if key in pending and key not in again and key not in retry:
-                # the answer left the partition out: ask again, but not forever
-                misses[key] = misses.get(key, 0) + 1
-                if misses[key] > 3:
-                    raise BrokerError("the fetch response does not contain the partition",
-                                      broker=conn.address, api="Fetch", topic=key[0], partition=key[1])
-                again.append(key)
-        return [request(again)] if again else []
+            for key in groups_of.pop(id(req)):
+                if key in pending and key not in again and key not in retry:
+                    # the answer left the partition out: ask again, but not forever
+                    misses[key] = misses.get(key, 0) + 1
+                    if misses[key] > 3:
+                        raise BrokerError("the fetch response does not contain the partition",
+                                          broker=conn.address, api="Fetch", topic=key[0], partition=key[1])
+                    again.append(key)
+            return [request(again)] if again else []
 
-    groups = [keys[i::depth] for i in range(min(depth, len(keys)))]
-    conn.exchange([request(g) for g in groups], step, version,
-                  timeout_ms=client.config.request_timeout_ms)
+        groups = [keys[i::self.depth] for i in range(min(self.depth, len(keys)))]
+        conn.exchange([request(g) for g in groups], step, builder.version,
+                      timeout_ms=client.config.request_timeout_ms)

@@ -1,4 +1,5 @@
-"""SASL mechanisms Kafka clients use: PLAIN and SCRAM-SHA-256/512 (RFC 5802, RFC 7677).
+"""SASL mechanisms Kafka clients use: PLAIN, SCRAM-SHA-256/512 (RFC 5802, RFC 7677) and the
+message format of OAUTHBEARER (RFC 7628; tokens come from :mod:`.oauth`).
 
 Client side for :mod:`.client`, and a small server side (credential derivation, exchange
 checks) so an embedded test broker can authenticate real clients with the same code.  Nothing
@@ -10,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 from dataclasses import dataclass
 
 from ..errors import SaslError
@@ -20,7 +22,7 @@ _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MIN_ITERATIONS = 4096
 
 __all__ = ["MECHANISMS", "MIN_ITERATIONS", "SaslError", "ScramClient", "ScramCredential", "ScramServer",
-           "parse_plain", "plain_initial_response"]
+           "oauthbearer_initial_response", "parse_oauthbearer", "parse_plain", "plain_initial_response"]
 
 
 
@@ -61,7 +63,7 @@ def _h(hname, data):
 
 
 def _xor(a: bytes, b: bytes) -> bytes:
-    return bytes(x ^ y for x, y in zip(a, b))
+    return bytes(x ^ y for x, y in zip(a, b, strict=True))
 
 
 def _saslname(name: str) -> str:
@@ -173,8 +175,8 @@ class ScramServer:
         self.mechanism = mechanism
         self._lookup = lookup
         self._nonce = nonce or _nonce()
-        self._state = None
-        self.username = None
+        self._state: tuple | None = None
+        self.username: str | None = None
 
     def first(self, client_first: bytes) -> bytes:
         text = bytes(client_first).decode("utf-8")
@@ -216,3 +218,40 @@ class ScramServer:
         self.username = user
         server_sig = _hmac(self._hname, cred.server_key, auth_message)
         return f"v={base64.b64encode(server_sig).decode()}".encode("utf-8")
+
+
+# --- OAUTHBEARER ----------------------------------------------------------------------------
+# Kafka's OAuthBearerClientInitialResponse: gs2 header "n,[a=authzid]," then \x01-separated
+# key=value pairs, "auth=Bearer <token>" first, closed by \x01\x01.
+_SEP = "\x01"
+_SASLNAME = r"(?:[\x01-\x7F](?<![=,])|=2C|=3D)+"
+_OAUTH_MESSAGE = re.compile(rf"^n,(?:a=(?P<authzid>{_SASLNAME}))?,{_SEP}(?P<kv>(?:[A-Za-z]+=[\x21-\x7E \t\r\n]+{_SEP})*){_SEP}$")
+_AUTH = re.compile(r"^(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)$")
+
+
+def oauthbearer_initial_response(token: str, extensions=()) -> bytes:
+    """The client's one OAUTHBEARER message (no authorization id, as Kafka's client sends)."""
+    ext = "".join(f"{_SEP}{k}={v}" for k, v in extensions)
+    return f"n,,{_SEP}auth=Bearer {token}{ext}{_SEP}{_SEP}".encode("utf-8")
+
+
+def parse_oauthbearer(message: bytes) -> tuple[str, str, dict]:
+    """Server side: ``(authzid, token, extensions)``; raises :class:`SaslError` (never naming the
+    token) when the message is not what Kafka's client sends."""
+    try:
+        text = bytes(message).decode("utf-8")
+    except UnicodeDecodeError:
+        raise SaslError("Invalid OAUTHBEARER client first message: not UTF-8") from None
+    m = _OAUTH_MESSAGE.match(text)
+    if m is None:
+        raise SaslError("Invalid OAUTHBEARER client first message")
+    pairs = dict(item.split("=", 1) for item in m.group("kv").split(_SEP) if item)
+    auth = pairs.pop("auth", None)
+    if auth is None:
+        raise SaslError("Invalid OAUTHBEARER client first message: 'auth' not specified")
+    am = _AUTH.match(auth)
+    if am is None:
+        raise SaslError("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+    if am.group("scheme").lower() != "bearer":
+        raise SaslError(f"Invalid scheme in OAUTHBEARER client first message: {am.group('scheme')}")
+    return m.group("authzid") or "", am.group("token"), pairs

@@ -29,7 +29,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows, ReadMinRows,
                                               SupportsTriggerAvailableNow)
 
-from ..options import ReadOptions, client_properties
+from ..options import ReadOptions
 from .datasource import plan_partitions, read_partition
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class KafkaTieredStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if self._planner is None:
             from ..planning.stream import StreamPlanner
             from ..protocol.client import BrokerClient
-            self._planner = StreamPlanner(self.options, BrokerClient(client_properties(self.options)))
+            self._planner = StreamPlanner(self.options, BrokerClient.for_read(self.options))
         return self._planner
 
     def initialOffset(self) -> dict:

@@ -376,7 +376,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         buffers = self._read_groups(plan, groups)
         out = []
         for s, e in ranges:
-            for (gs, ge), (buf, filled) in zip(groups, buffers):
+            for (gs, ge), (buf, filled) in zip(groups, buffers, strict=True):
                 if gs <= s and (ge is None or (e is not None and e <= ge)):
                     lo = min(s - gs, filled)
                     hi = filled if e is None else min(e - gs, filled)
@@ -487,7 +487,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         pool = self._executor()
         jobs = []   # (group index, part, buffer or None, future)
         buffers: list = []
-        for (gs, ge), parts in zip(groups, plans):
+        for (gs, _ge), parts in zip(groups, plans, strict=True):
             if len(parts) == 1 and parts[0].orig_start == gs:
                 buffers.append(None)
                 jobs.append((len(buffers) - 1, parts[0], pool.submit(self._read_part, plan, parts[0])))
@@ -506,7 +506,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             for _, _, fut in jobs:
                 fut.cancel()
         out = []
-        for gi, (gs, ge) in enumerate(groups):
+        for gi, (gs, _ge) in enumerate(groups):
             if buffers[gi] is None:
                 data = results[gi][0][1]
                 out.append((data, len(data)))

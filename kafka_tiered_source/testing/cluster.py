@@ -33,8 +33,11 @@ class EmbeddedCluster:
 
     Storage options are :class:`BrokerStorage`'s.  ``sasl``: None, or ``{"mechanism":
     "SCRAM-SHA-256" (or "mechanisms": [...]), "users": {name: password}}`` (PLAIN,
-    SCRAM-SHA-256, SCRAM-SHA-512); then every connection must authenticate.  ``ssl``: None or
-    ``{"certfile": ..., "keyfile": ...}``.  ``consumer_byte_rate``: a KIP-13 fetch quota in
+    SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER with Kafka's ``sasl.oauthbearer.jwks.endpoint.url``,
+    ``...expected.issuer``, ``...expected.audience`` keys; ``connections.max.reauth.ms``); then every
+    connection must authenticate.  ``ssl``: None, ``{"certfile": ..., "keyfile": ...}``, or
+    Kafka's broker ``ssl.keystore.*`` / ``ssl.truststore.*`` / ``ssl.client.auth`` settings
+    (stores in JKS, PKCS12 or PEM; ``required`` makes it mutual TLS).  ``consumer_byte_rate``: a KIP-13 fetch quota in
     bytes/s per client-id (Fetch answers then carry ``throttle_time_ms``).  ``port=0`` picks a free port; ``metrics_port``
     (0 = any) serves Prometheus text at ``GET /metrics``.  ``telemetry_metrics``: the KIP-714
     metric prefixes clients are asked to push (``("",)`` = all, empty = no pushes).
@@ -237,6 +240,15 @@ class EmbeddedCluster:
         if self._server is not None:
             return self._server.metrics_text()
         return self.storage.metrics.prometheus_text()
+
+    def security_stats(self) -> dict:
+        """Who connected: ``authentications`` ``{(mechanism, or "SSL" for a client certificate on
+        a listener without SASL; principal): count}``, ``reauthentications`` (KIP-368) and
+        ``expired_sessions_closed`` (connections closed because their SASL session ended)."""
+        server = self._running_server()
+        return {"authentications": dict(server.authentications),
+                "reauthentications": server.reauthentications,
+                "expired_sessions_closed": server.expired_sessions_closed}
 
     def telemetry(self, client_id: str | None = None) -> list[TelemetryPush]:
         """Latest KIP-714 push of each client instance (optionally only those of ``client_id``)."""

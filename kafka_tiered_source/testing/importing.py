@@ -1,5 +1,5 @@
-"""Adopting a partition directory written by Apache Kafka itself (the shared fixtures, or a
-real broker's log dir) as a partition of the embedded broker."""
+"""Adopting a partition directory written by Apache Kafka itself (the fixtures in
+tests/fixtures, or a real broker's log dir) as a partition of the embedded broker."""
 from __future__ import annotations
 
 import os

@@ -25,8 +25,13 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError, ProtocolError
 from ..protocol import codec
 from ..protocol import messages as m
+from ..protocol import tls
+from ..protocol.certificates import DerError, certificate_info
+from ..protocol.keystores import StoreOptions
 from ..protocol.sasl import MECHANISMS, ScramCredential
 from ..redact import Secret
+from .oauth_validator import JwtValidator, OAuthValidatorConfig
+from .tls_stream import TlsStream
 from .coordinator import Coordinator
 from .apis import ADVERTISED, APIS, admin, sasl, txn
 from .apis._shared import CLOSE, err
@@ -47,11 +52,16 @@ _SASL_APIS = (17, 18, 36)     # allowed before authentication
 
 @dataclass(frozen=True, repr=False)
 class SaslConfig:
-    """SASL the broker demands: ``mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and
-    ``users`` name -> password (kept as :class:`Secret`; SCRAM credentials are derived once)."""
+    """SASL the broker demands: ``mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER),
+    ``users`` name -> password (kept as :class:`Secret`; SCRAM credentials are derived once),
+    ``oauthbearer``: the broker's OAUTHBEARER validation (:class:`OAuthValidatorConfig`), and
+    ``connections_max_reauth_ms`` (Kafka's ``connections.max.reauth.ms``; 0: sessions end only
+    with an OAUTHBEARER token's expiry)."""
 
     mechanisms: tuple
     users: dict = field(default_factory=dict)
+    oauthbearer: OAuthValidatorConfig | None = None
+    connections_max_reauth_ms: int = 0
 
     def __post_init__(self):
         if not self.mechanisms:
@@ -60,49 +70,105 @@ class SaslConfig:
             if mech not in MECHANISMS:
                 raise ConfigError(f"sasl: unsupported mechanism {mech!r}; supported: {', '.join(MECHANISMS)}",
                                   option="sasl.mechanism")
+        if "OAUTHBEARER" in self.mechanisms and self.oauthbearer is None:
+            raise ConfigError("sasl: OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url",
+                              option="sasl.oauthbearer.jwks.endpoint.url")
         object.__setattr__(self, "users", {u: p if isinstance(p, Secret) else Secret(p)
                                            for u, p in dict(self.users).items()})
 
     @classmethod
     def of(cls, value) -> "SaslConfig | None":
         """From a SaslConfig, or a dict ``{"mechanism": "SCRAM-SHA-256" | "mechanisms": [...],
-        "users": {name: password}}``."""
+        "users": {name: password}}`` plus, under Kafka's broker names, the OAUTHBEARER settings
+        (``sasl.oauthbearer.jwks.endpoint.url``, ``sasl.oauthbearer.expected.issuer``,
+        ``sasl.oauthbearer.expected.audience``, ...) and ``connections.max.reauth.ms``."""
         if value is None or isinstance(value, SaslConfig):
             return value
         if not isinstance(value, dict):
             raise ConfigError("sasl must be a dict with 'mechanism(s)' and 'users'", option="sasl")
-        unknown = set(value) - {"mechanism", "mechanisms", "users"}
+        oauth = {k: v for k, v in value.items() if k in OAuthValidatorConfig.KEYS}
+        unknown = set(value) - {"mechanism", "mechanisms", "users", "connections.max.reauth.ms"} - set(oauth)
         if unknown:
             raise ConfigError(f"sasl: unknown keys {sorted(unknown)}", option="sasl")
         mechs = value.get("mechanisms") or value.get("mechanism")
         if isinstance(mechs, str):
             mechs = (mechs,)
-        return cls(tuple(mechs or ()), value.get("users") or {})
+        return cls(tuple(mechs or ()), value.get("users") or {},
+                   OAuthValidatorConfig.from_properties(oauth) if oauth else None,
+                   int(value.get("connections.max.reauth.ms", 0)))
 
     def __repr__(self):
         return f"SaslConfig(mechanisms={self.mechanisms}, users={sorted(self.users)})"
 
 
-@dataclass(frozen=True)
+#: the listener's TLS settings, by Kafka's broker property names
+SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+            "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type",
+            "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+            "ssl.client.auth", "ssl.enabled.protocols")
+_SSL_SECRETS = ("ssl.keystore.password", "ssl.key.password", "ssl.keystore.key", "ssl.truststore.password")
+
+
+@dataclass(frozen=True, repr=False)
 class SslConfig:
-    certfile: str
+    """The listener's TLS: PEM ``certfile``/``keyfile``, or Kafka's broker properties in
+    ``properties`` (``ssl.keystore.*`` in any format, ``ssl.truststore.*``, ``ssl.client.auth``
+    none/requested/required, as Kafka's SslFactory takes them)."""
+
+    certfile: str | None = None
     keyfile: str | None = None
+    properties: tuple = ()
 
     @classmethod
     def of(cls, value) -> "SslConfig | None":
         if value is None or isinstance(value, SslConfig):
             return value
-        if not isinstance(value, dict) or "certfile" not in value:
-            raise ConfigError("ssl must be a dict with 'certfile' (and 'keyfile')", option="ssl")
-        unknown = set(value) - {"certfile", "keyfile"}
+        if not isinstance(value, dict) or not ("certfile" in value or "ssl.keystore.location" in value
+                                               or "ssl.keystore.key" in value):
+            raise ConfigError("ssl must be a dict with 'certfile' (and 'keyfile') or Kafka's ssl.keystore.* "
+                              "settings", option="ssl")
+        unknown = set(value) - {"certfile", "keyfile"} - set(SSL_KEYS)
         if unknown:
-            raise ConfigError(f"ssl: unknown keys {sorted(unknown)}", option="ssl")
-        return cls(value["certfile"], value.get("keyfile"))
+            raise ConfigError(f"ssl: unknown keys {sorted(unknown)} (known: certfile, keyfile, {', '.join(SSL_KEYS)})",
+                              option="ssl")
+        props = tuple(sorted((k, Secret(str(v)) if k in _SSL_SECRETS else str(v))
+                             for k, v in value.items() if k in SSL_KEYS and v is not None))
+        return cls(value.get("certfile"), value.get("keyfile"), props)
+
+    def __repr__(self):
+        shown = {k: ("***" if isinstance(v, Secret) else v) for k, v in self.properties}
+        return f"SslConfig(certfile={self.certfile!r}, keyfile={self.keyfile!r}, {shown})"
+
+    @property
+    def client_auth(self) -> str:
+        return str(dict(self.properties).get("ssl.client.auth", "none")).strip().lower()
 
     def context(self) -> _ssl.SSLContext:
-        ctx = _ssl.SSLContext(_ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(self.certfile, self.keyfile)
-        return ctx
+        p = {k: (v.get() if isinstance(v, Secret) else v) for k, v in self.properties}
+        inline_key = inline_chain = None
+        key_type = p.get("ssl.keystore.type")
+        if self.certfile:
+            inline_chain = _read_text(self.certfile, "certfile")
+            inline_key = _read_text(self.keyfile, "keyfile") if self.keyfile else inline_chain
+            key_type = "PEM"
+        keystore = StoreOptions(type=key_type, location=p.get("ssl.keystore.location"),
+                                password=p.get("ssl.keystore.password"), key_password=p.get("ssl.key.password"),
+                                inline_certificates=inline_chain or p.get("ssl.keystore.certificate.chain"),
+                                inline_key=inline_key or p.get("ssl.keystore.key"), names=tls.CLIENT_KEY_NAMES)
+        truststore = StoreOptions(type=p.get("ssl.truststore.type"), location=p.get("ssl.truststore.location"),
+                                  password=p.get("ssl.truststore.password"),
+                                  inline_certificates=p.get("ssl.truststore.certificates"),
+                                  names=tls.CLIENT_TRUST_NAMES)
+        protocols = tuple(x.strip() for x in p.get("ssl.enabled.protocols", "").split(",") if x.strip())
+        return tls.server_context(keystore, truststore, self.client_auth, protocols)
+
+
+def _read_text(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"ssl {what} {path!r} cannot be read: {exc.strerror or exc}", option=f"ssl.{what}") from None
 
 
 @dataclass(frozen=True)
@@ -136,7 +202,7 @@ class ServerConfig:
 
 class _Connection:
     __slots__ = ("peer", "authenticated", "mechanism", "scram", "raw_sasl", "close_after", "user",
-                 "muted_until")
+                 "muted_until", "session_ends", "reauth_capable", "reauth_from", "oauth_error", "tls_principal")
 
     def __init__(self, peer, needs_auth: bool):
         self.peer = peer
@@ -145,10 +211,13 @@ class _Connection:
         self.scram = None
         self.raw_sasl = False      # SaslHandshake v0: bare tokens follow, no Kafka headers
         self.close_after = False
-        self.user = None
+        self.user: str | None = None
         self.muted_until = 0.0     # loop time before which no request is read (quota throttle)
-
-
+        self.session_ends = None   # loop time the SASL session ends (KIP-368), None: never
+        self.reauth_capable = False   # SaslAuthenticate v1+ seen: the client can re-authenticate
+        self.reauth_from = None    # (mechanism, principal) while a re-authentication runs
+        self.oauth_error = None    # OAUTHBEARER: the error challenge sent, awaiting the client's \x01
+        self.tls_principal: str | None = None  # mTLS: the client certificate's subject
 
 
 class BrokerServer:
@@ -159,15 +228,16 @@ class BrokerServer:
         self.storage = storage
         self.coordinator = coordinator
         self.config = config
-        self.port = None
-        self.metrics_port = None
-        self._server = None
-        self._metrics_server = None
+        self.port: int | None = None
+        self.metrics_port: int | None = None
+        self._server: asyncio.Server | None = None
+        self._metrics_server: asyncio.Server | None = None
         self._conn_tasks: set = set()
         self._waiters: dict[tuple[str, int], set] = {}
         self._versions: dict[tuple[str, int], int] = {}    # bumped by notify()
-        self._loop = None
-        self._txn_reaper = None
+        self._loop: asyncio.AbstractEventLoop = None       # type: ignore[assignment]  # set by start()
+        self._tls: _ssl.SSLContext | None = None
+        self._txn_reaper: asyncio.Task | None = None
         self._scram_creds = {}
         if config.sasl:
             for mech in config.sasl.mechanisms:
@@ -181,13 +251,20 @@ class BrokerServer:
         self.throttled_ms_total: dict[str, int] = {}
         self._telemetry_subscription = 1
         self.advertised = ADVERTISED
+        oauth = config.sasl.oauthbearer if config.sasl else None
+        self.jwt_validator = JwtValidator(oauth) if oauth is not None else None
+        # who authenticated, for tests and operators: (mechanism or "SSL", principal) -> count
+        self.authentications: dict[tuple[str, str], int] = {}
+        self.reauthentications = 0
+        self.expired_sessions_closed = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        ctx = self.config.ssl.context() if self.config.ssl else None
+        # TLS is done per connection (tls_stream.py), so a refused handshake sends its alert
+        self._tls = self.config.ssl.context() if self.config.ssl else None
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port,
-                                                  ssl=ctx, limit=1 << 20)
+                                                  limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
         if self.config.metrics_port is not None:
             self._metrics_server = await asyncio.start_server(self._serve_metrics, self.config.host,
@@ -242,6 +319,12 @@ class BrokerServer:
         peer = writer.get_extra_info("peername")
         conn = _Connection(peer, self.config.sasl is not None)
         try:
+            if self._tls is not None:
+                stream = await TlsStream.accept(reader, writer, self._tls)
+                if stream is None:
+                    return
+                reader = writer = stream     # type: ignore[assignment]
+                self._note_tls_principal(conn, stream)
             while True:
                 try:
                     head = await reader.readexactly(4)
@@ -299,6 +382,13 @@ class BrokerServer:
             log.warning("closing connection from %s: %s request before SASL authentication",
                         conn.peer, m.api_name(key))
             return CLOSE
+        if conn.session_ends is not None and key != 17 and self._loop.time() > conn.session_ends:
+            # Kafka's SocketServer: a request other than a re-authentication on a connection
+            # whose session has ended closes it ("expired session").
+            log.info("closing connection from %s (user %s): the SASL session ended and the client did "
+                     "not re-authenticate", conn.peer, conn.user)
+            self.expired_sessions_closed += 1
+            return CLOSE
         try:
             resp = await APIS[key][0](self, conn, hdr, req, version)
         except asyncio.CancelledError:
@@ -312,6 +402,24 @@ class BrokerServer:
         if resp is None:          # Produce with acks=0: no answer at all
             return b""
         return codec.encode_response(resp, version, hdr.correlation_id)
+
+    def _note_tls_principal(self, conn: _Connection, writer) -> None:
+        """mTLS: the principal is the client certificate's subject (Kafka's DefaultKafkaPrincipalBuilder,
+        X500Principal.getName()); counted as an SSL authentication when no SASL follows."""
+        obj = writer.get_extra_info("ssl_object")
+        der = obj.getpeercert(binary_form=True) if obj is not None else None
+        if not der:
+            return
+        try:
+            conn.tls_principal = certificate_info(der).subject
+        except DerError:
+            conn.tls_principal = "?"
+        if self.config.sasl is None:
+            self.note_authentication("SSL", conn.tls_principal)
+
+    def note_authentication(self, mechanism: str, principal: str) -> None:
+        key = (mechanism, principal)
+        self.authentications[key] = self.authentications.get(key, 0) + 1
 
     def _unsupported(self, conn, hdr):
         key, version = hdr.request_api_key, hdr.request_api_version

@@ -163,7 +163,7 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
         asks = [(name, fp.partition, fp.fetch_offset, max(min(fp.partition_max_bytes, budget), 1))
                 for t, name, terr in resolved if not terr for fp in t.partitions]
         answers = await asyncio.to_thread(_locate_all, broker, asks, req.isolation_level, hdr.client_id)
-        located = {ask[:2]: (ask[3], ans) for ask, ans in zip(asks, answers)}
+        located = {ask[:2]: (ask[3], ans) for ask, ans in zip(asks, answers, strict=True)}
     for t, name, terr in resolved:
         parts = []
         for fp in t.partitions:

@@ -1,0 +1,72 @@
+"""Writes :mod:`.fields` from the option table: ``python -m kafka_tiered_source.options.codegen``.
+
+Each row with a ``field`` becomes an attribute of its config's ``<Config>Fields`` base class,
+typed by its parser (a ``Literal`` alias for an enumeration, ``| None`` without a default) and
+defaulted to the row's default, in table order.  The hand-written configs (``ReadOptions``,
+``FetcherConfig``, ``QuotaConfig``) derive from those bases and add what is not one option's
+value.  tests/test_options_table.py fails while the file on disk differs from :func:`source`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .table import KAFKA_OPTIONS, OPTIONS, Option, Parser
+
+#: The configs with generated fields, in the order the module lists them.
+CONFIGS = ("ReadOptions", "FetcherConfig", "QuotaConfig")
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fields.py")
+
+_HEADER = '''"""The option-backed fields of the frozen configs, one per row of the option table that has a
+``field``.  Generated from :mod:`.table` by ``python -m kafka_tiered_source.options.codegen``:
+edit the table, not this file."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+'''
+
+
+def fields_of(config: str) -> tuple[Option, ...]:
+    return tuple(o for o in OPTIONS if o.config == config)
+
+
+def _aliases() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for o in (*OPTIONS, *KAFKA_OPTIONS):
+        p = o.parse
+        if isinstance(p, Parser) and p.alias is not None:
+            if out.setdefault(p.alias, p.choices) != p.choices:
+                raise ValueError(f"two enumerations are called {p.alias}")
+    return out
+
+
+def source() -> str:
+    """The text of options/fields.py for the table as it is."""
+    lines = [_HEADER.rstrip("\n"), ""]
+    for alias, choices in _aliases().items():
+        lines.append(f"{alias} = Literal[{', '.join(json.dumps(c) for c in choices)}]")
+    for config in CONFIGS:
+        lines += ["", "", "@dataclass(frozen=True)", f"class {config}Fields:",
+                  f'    """The fields of :class:`{config}` that are one option each."""']
+        for o in fields_of(config):
+            if o.value_type.startswith("Any"):
+                raise ValueError(f"option {o.name}: its parser does not say its type (use a Parser)")
+            lines.append(f"    #: ``{o.name}``: {o.doc}")
+            default = json.dumps(o.default) if isinstance(o.default, str) else repr(o.default)
+            lines.append(f"    {o.field}: {o.value_type} = {default}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    text = source()
+    with open(PATH, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"wrote {PATH} ({text.count(chr(10))} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

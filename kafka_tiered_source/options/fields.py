@@ -1,0 +1,108 @@
+"""The option-backed fields of the frozen configs, one per row of the option table that has a
+``field``.  Generated from :mod:`.table` by ``python -m kafka_tiered_source.options.codegen``:
+edit the table, not this file."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+TimestampStrategy = Literal["error", "latest"]
+Locator = Literal["auto", "kip1248", "metadata-topic", "listing"]
+Layout = Literal["aiven", "kafka-local-tiered", "template"]
+Fallback = Literal["auto", "never", "always"]
+CostPreset = Literal["aws-s3-standard", "gcs-standard", "azure-hot"]
+EgressClass = Literal["same-region", "inter-az", "inter-region", "internet"]
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+
+
+@dataclass(frozen=True)
+class ReadOptionsFields:
+    """The fields of :class:`ReadOptions` that are one option each."""
+    #: ``failOnDataLoss``: fail when offsets were deleted by retention
+    fail_on_data_loss: bool = True
+    #: ``minPartitions``: at least this many Spark partitions
+    min_partitions: int | None = None
+    #: ``maxRecordsPerPartition``: at most this many offsets per Spark partition
+    max_records_per_partition: int | None = None
+    #: ``includeHeaders``: add the `headers` column
+    include_headers: bool = False
+    #: ``kafkaConsumer.pollTimeoutMs``: the longest a fetch of broker records (ms) may take, retries included, before the task fails (Spark: spark.network.timeout)
+    poll_timeout_ms: int = 120000
+    #: ``fetchOffset.numRetries``: attempts of each offset look-up (ListOffsets) before the read fails, as Spark counts them
+    fetch_offset_num_retries: int = 3
+    #: ``fetchOffset.retryIntervalMs``: wait between those attempts (ms)
+    fetch_offset_retry_interval_ms: int = 10
+    #: ``maxOffsetsPerTrigger``: at most this many offsets per micro-batch, split over the partitions by lag
+    max_offsets_per_trigger: int | None = None
+    #: ``minOffsetsPerTrigger``: wait for this many new offsets (or maxTriggerDelay) before a micro-batch
+    min_offsets_per_trigger: int | None = None
+    #: ``maxTriggerDelay``: the longest a micro-batch waits for minOffsetsPerTrigger
+    max_trigger_delay_ms: int = 900000
+    #: ``maxBytesPerTrigger``: at most this many log bytes per micro-batch (kafka-tiered's own)
+    max_bytes_per_trigger: int | None = None
+    #: ``partition.target.bytes``: bytes per Spark partition
+    partition_target_bytes: int = 134217728
+    #: ``fetch.remote.enabled``: read tiered segments directly; `false` reads everything through brokers
+    fetch_remote_enabled: bool = True
+    #: ``remote.segment.locator``: how tiered segments are found: `auto` (KIP-1248 answers, then `__remote_log_metadata`, then listing the store), `kip1248`, `metadata-topic` or `listing`
+    segment_locator: Locator = "auto"
+    #: ``remote.log.metadata.topic``: the topic today's brokers keep tiered segments in (TopicBasedRemoteLogMetadataManager)
+    metadata_topic: str = "__remote_log_metadata"
+    #: ``fetch.remote.fallback``: when tiered ranges go through the brokers: `auto` (a range whose direct read fails on a storage fault), `never` (the task fails; Spark retries it) or `always` (all of them, on purpose)
+    fetch_remote_fallback: Fallback = "auto"
+    #: ``fetch.remote.fallback.max.bytes``: a task fails once more than this many bytes came through the brokers because direct reads failed
+    fetch_remote_fallback_max_bytes: int | None = None
+    #: ``metrics.jsonl.path``: each task appends its metrics here as a JSON line
+    metrics_jsonl_path: str | None = None
+    #: ``metrics.dir``: each task writes its metrics under `<dir>/<read id>/`, where `last_read_stats` finds them without an accumulator (Spark Connect): a path or fsspec URL every executor can write (default on Connect after `register()`: each machine's temp directory)
+    metrics_dir: str | None = None
+    #: ``telemetry.push.enabled``: push task metrics to the broker (KIP-714) when it asks
+    telemetry_push: bool = True
+
+
+@dataclass(frozen=True)
+class FetcherConfigFields:
+    """The fields of :class:`FetcherConfig` that are one option each."""
+    #: ``remote.storage.fetcher``: fetcher name: s3, gcs, azure, fsspec, presigned, or one registered under the entry-point group kafka_tiered_source.fetchers
+    fetcher: str | None = None
+    #: ``remote.storage.fetcher.class``: dotted path (pkg.mod:Class) of your own RemoteStorageFetcher subclass; wins over remote.storage.fetcher
+    fetcher_class: str | None = None
+    #: ``remote.storage.layout``: object layout: aiven (default), kafka-local-tiered or template
+    layout: Layout = "aiven"
+    #: ``remote.storage.layout.template``: format string of the template layout, fields {prefix} {topic} {topic_id} {partition} {base_offset} {end_offset} {segment_id} {suffix}
+    template: str | None = None
+    #: ``remote.storage.layout.padded.offsets``: kafka-local-tiered: zero-pad offsets to 20 digits
+    padded_offsets: bool = True
+    #: ``remote.storage.prefix``: key prefix (Aiven key.prefix; root directory for kafka-local-tiered)
+    prefix: str = ""
+    #: ``fetch.remote.connect.timeout.ms``: connect timeout of one GET; a timeout falls back to the broker
+    connect_timeout_ms: int = 1000
+    #: ``fetch.remote.read.timeout.ms``: socket read timeout of one GET
+    read_timeout_ms: int = 5000
+    #: ``fetch.remote.part.size.bytes``: large ranges are split into GETs of this size
+    part_size: int = 16777216
+    #: ``fetch.remote.concurrency``: parts fetched at once by one fetcher
+    concurrency: int = 4
+    #: ``fetch.remote.coalesce.gap.bytes``: ranges closer than this are read in one GET
+    coalesce_gap: int = 1048576
+    #: ``fetch.remote.retry.max.attempts``: attempts per GET on throttling, 5xx and connection errors
+    retry_max_attempts: int = 5
+    #: ``fetch.remote.retry.backoff.ms``: first back-off; doubles per attempt, with jitter
+    retry_backoff_ms: int = 100
+    #: ``fetch.remote.retry.backoff.max.ms``: back-off cap
+    retry_backoff_max_ms: int = 5000
+    #: ``fetch.remote.manifest.cache.size``: Aiven manifests kept per fetcher
+    manifest_cache_size: int = 1024
+
+
+@dataclass(frozen=True)
+class QuotaConfigFields:
+    """The fields of :class:`QuotaConfig` that are one option each."""
+    #: ``quota.remote.bytes.per.second``: per-task byte rate from storage
+    remote_bytes_per_second: float | None = None
+    #: ``quota.remote.requests.per.second``: per-task GET rate
+    remote_requests_per_second: float | None = None
+    #: ``quota.job.remote.bytes.per.second``: job byte rate, split over the tasks
+    job_remote_bytes_per_second: float | None = None
+    #: ``quota.job.remote.requests.per.second``: job GET rate, split over the tasks
+    job_remote_requests_per_second: float | None = None
