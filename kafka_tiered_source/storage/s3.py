@@ -9,15 +9,48 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 
 from ..errors import RemoteTimeout
+from ..options.table import BY_KEY
 from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
 
-# boto3 clients by what they are made from, one per process: a client costs ~60 ms of CPU to
-# build (a session parses the service model), and every Spark task has a fetcher of its own.
+# boto3 clients by what they are made from, shared in the process: a client costs ~60 ms of CPU
+# to build (a session parses the service model), and every Spark task has a fetcher of its own.
 # Clients are thread-safe; a fetcher's per-task accounting is in the fetcher, not the client.
-_clients: dict = {}
+# Least recently used first out: credentials that rotate (STS session tokens) make a new key
+# every hour, and a long-lived executor must not keep a client for each of them.
+CLIENT_CACHE_SIZE = 16
+_clients: OrderedDict = OrderedDict()
 _clients_lock = threading.Lock()
+
+PATH_STYLE = "remote.storage.s3.path.style.access"
+
+
+def path_style(config) -> bool:
+    """Path-style addressing: the option (the table's boolean rule), else on with an endpoint
+    (MinIO, moto and most S3-compatible stores want it)."""
+    raw = config.option(PATH_STYLE)
+    if raw is None:
+        return bool(config.option("remote.storage.s3.endpoint"))
+    return BY_KEY[PATH_STYLE].value(raw)
+
+
+def cached_client(key, make):
+    """The client cached under ``key``, made by ``make()`` when absent (the least recently
+    used one leaves when the cache is full)."""
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is not None:
+            _clients.move_to_end(key)
+            return client
+    client = make()   # outside the lock: building one takes ~60 ms
+    with _clients_lock:
+        client = _clients.setdefault(key, client)
+        _clients.move_to_end(key)
+        while len(_clients) > CLIENT_CACHE_SIZE:
+            _clients.popitem(last=False)
+    return client
 
 
 class S3Fetcher(ObjectStoreFetcher):
@@ -35,17 +68,13 @@ class S3Fetcher(ObjectStoreFetcher):
         if self._client_obj is None:
             c = self.config
             endpoint = c.option("remote.storage.s3.endpoint")
-            path_style = c.option("remote.storage.s3.path.style.access")
-            path_style = (str(path_style).lower() == "true") if path_style is not None else bool(endpoint)
+            style = path_style(c)
             secrets = hashlib.sha256(repr((c.option("remote.storage.s3.secret.access.key"),
                                            c.option("remote.storage.s3.session.token"))).encode()).digest()
-            key = (endpoint, path_style, c.option("remote.storage.s3.access.key.id"), secrets,
+            key = (endpoint, style, c.option("remote.storage.s3.access.key.id"), secrets,
                    c.option("remote.storage.s3.region"), c.connect_timeout_ms, c.read_timeout_ms,
                    max(10, c.concurrency * 2))
-            with _clients_lock:
-                client = _clients.get(key)
-                if client is None:
-                    client = _clients[key] = self._new_client(endpoint, path_style)
+            client = cached_client(key, lambda: self._new_client(endpoint, style))
             with self._lock:
                 if self._client_obj is None:
                     self._client_obj = client
