@@ -52,11 +52,6 @@ def _prom(name: str) -> str:
     return (PREFIX + name).replace(".", "_")
 
 
-def _tag_labels(tags) -> dict:
-    from .metrics.reader import TAG_NAMES
-    return {k: str(v) for k, v in zip(TAG_NAMES, tags, strict=True)}
-
-
 # ---------------------------------------------------------------------------------------------
 # Prometheus
 # ---------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class TaskReader:
         if metrics is None:
             from ..metrics.reader import ReaderMetrics
             from ..quota import ReaderQuota
-            metrics = ReaderMetrics(options.client_id, _backend_name(options),
+            metrics = ReaderMetrics(options.client_id, backend_name(options),
                                     ReaderQuota.for_task(options.quota, tasks_planned))
         metrics.tasks_planned = tasks_planned
         self.metrics = metrics
@@ -352,7 +352,7 @@ def _batch_bytes(data, offset_start: int, offset_end: int) -> int:
         return 0
 
 
-def _backend_name(options) -> str:
+def backend_name(options) -> str:
     """The storage backend tag of a reader's metrics (the fetcher class's ``backend``)."""
     storage = options.storage
     if not options.fetch_remote_enabled or not storage.configured:

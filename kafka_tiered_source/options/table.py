@@ -179,6 +179,10 @@ OPTIONS: tuple[Option, ...] = (
     O("remote.segment.locator", "source", "how tiered segments are found: `auto` (KIP-1248 answers, then "
       "`__remote_log_metadata`, then listing the store), `kip1248`, `metadata-topic` or `listing`",
       choice("Locator", LOCATORS), "auto", field="segment_locator"),
+    O("pushFilters", "source", "filter pushdown for batch reads (Spark 4.1+): `auto` follows Spark's "
+      "spark.sql.python.filterPushdown.enabled as seen from Spark's planner process; `true` or `false` says it "
+      "outright (`true` needs that setting on: Spark refuses a pushdown reader otherwise)",
+      Parser(partial(v.choice, choices=("auto", "true", "false")), "str"), "auto"),
     O("remote.log.metadata.topic", "source", "the topic today's brokers keep tiered segments in "
       "(TopicBasedRemoteLogMetadataManager)", NONEMPTY, "__remote_log_metadata", field="metadata_topic"),
     # -- where the objects are -------------------------------------------------------------------

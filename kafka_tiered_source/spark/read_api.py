@@ -25,6 +25,7 @@ import pickle
 import uuid
 
 from ..options import ReadOptions
+from ..options.read import with_default_client_id
 from .metrics import MetricsSink
 from .planned import plan_checked
 from .schema import ddl
@@ -38,9 +39,7 @@ def read(spark, options: dict | None = None, **kw):
     check_read_api(spark)
     opts = {str(k): _option_value(v) for k, v in dict(options or {}).items()}
     opts.update({str(k): _option_value(v) for k, v in kw.items()})
-    if not any(k.lower() in ("client.id", "kafka.client.id") for k in opts):
-        opts["client.id"] = app_name(spark)
-    read_options = ReadOptions.parse(opts)
+    read_options = ReadOptions.parse(with_default_client_id(opts, app_name(spark)))
     tasks, carried = plan_checked(read_options)
     sink = MetricsSink.of(spark)
     run = task_function(read_options, [pickle.dumps(t, protocol=pickle.HIGHEST_PROTOCOL) for t in tasks],
