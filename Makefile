@@ -49,4 +49,4 @@ bench: install
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf build dist $(VENV) .venv-spark35 node_modules *.egg-info kafka_tiered_source/_native*.so
+	rm -rf build dist $(VENV) .venv-spark35 .venv-pyspark-* node_modules *.egg-info kafka_tiered_source/_native*.so

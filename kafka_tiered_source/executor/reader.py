@@ -49,6 +49,7 @@ class TaskReader:
         self.metrics = metrics
         self._fetcher = None
         self._client = None
+        self._prefetchers: set = set()   # of reads under way: close() stops their GETs
         self._fallback_bytes = 0      # bytes through brokers because direct reads failed
 
     def __reduce__(self):
@@ -88,6 +89,11 @@ class TaskReader:
         return self._client
 
     def close(self) -> None:
+        """Stop every read under way (GETs not started are cancelled, running ones waited for:
+        none runs after this returns) and close the fetcher and the broker connections.  Safe
+        from another thread than the one iterating :meth:`read`, which then raises."""
+        for prefetch in list(self._prefetchers):
+            prefetch.close()
         if self._fetcher is not None:
             self._fetcher.close()
             self._fetcher = None
@@ -109,6 +115,8 @@ class TaskReader:
         remote = [] if on_purpose else [r for r in task.ranges if isinstance(r, RemoteRange)]
         # the fetcher's concurrency, not the option's: a byte-rate quota makes it one (see fetcher)
         prefetch = RangePrefetcher(self.fetcher, remote, self.fetcher.config.concurrency) if remote else None
+        if prefetch is not None:
+            self._prefetchers.add(prefetch)
         index = 0                   # position of the next tiered range in ``remote``
         try:
             for r in task.ranges:
@@ -144,6 +152,7 @@ class TaskReader:
         finally:
             if prefetch is not None:
                 prefetch.close()
+                self._prefetchers.discard(prefetch)
 
     def _read_remote(self, r, flt, pieces):
         """Generator: yields batches; returns None when done, or the offset to continue from

@@ -31,6 +31,7 @@ connect/read timeout       RemoteTimeout                    no (the reader falls
 from __future__ import annotations
 
 import abc
+import contextvars
 import logging
 import random
 import threading
@@ -52,6 +53,11 @@ log = logging.getLogger(__name__)
 # Error classes a retry may cure.  Timeouts are deliberately absent: a slow store is better
 # left to the broker fallback than waited on again.
 RETRIABLE = (RemoteThrottled, RemoteServerError, RemoteConnectionError)
+
+#: Set by a reader that may give up on GETs it started (the executor's prefetcher): once the
+#: event is set, a GET makes no further attempt and sleeps no further back-off.
+cancel_scope: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "kafka_tiered_cancel", default=None)
 
 # Error codes (S3 / GCS / Azure names) that mean "slow down".
 THROTTLE_CODES = frozenset({
@@ -130,13 +136,16 @@ class RemoteStorageFetcher(abc.ABC):
     def iter_log_segment(self, segment, start: int = 0, end: int | None = None) -> Iterator:
         yield self.fetch_log_segment(segment, start, end)
 
-    def log_segment_parts(self, segment, start: int = 0, end: int | None = None) -> list:
+    def log_segment_parts(self, segment, start: int = 0, end: int | None = None, *,
+                          ramp: tuple = ()) -> list:
         """``[start, end)`` as GETs to run, in order: a list of callables, each returning
         ``(piece, ended)`` where ``piece`` is that part of the range and ``ended`` says the
         object ended inside it (nothing follows).  They may run concurrently and in any order;
         the pieces joined in order are the range.  A reader schedules them itself, across the
         ranges of a task, to keep GETs in flight (:mod:`kafka_tiered_source.executor.prefetch`).
-        Fetchers that do not split ranges have one part: the whole range."""
+        ``ramp``: the sizes of the first parts, smaller than the rest (a reader asks for them
+        where decoding waits for the first bytes); fetchers that do not split ranges have one
+        part, the whole range."""
         return [lambda: (self.fetch_log_segment(segment, start, end), True)]
 
     @abc.abstractmethod
@@ -152,9 +161,6 @@ class RemoteStorageFetcher(abc.ABC):
     #: (offline planning needs manifests; online planning ships what it read to the tasks)
     #: instead of probing for methods.
     reads_manifests = False
-    #: Whether :meth:`log_segment_parts` takes ``ramp=`` (smaller leading parts), which the
-    #: prefetcher asks for where a task starts reading a partition.
-    ramps_parts = False
 
     def manifest(self, segment) -> "aiven.SegmentManifest":
         """The segment's Aiven manifest (fetchers with ``reads_manifests``)."""
@@ -223,7 +229,6 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
 
     reads_manifests = True
     can_list = True
-    ramps_parts = True
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
@@ -255,9 +260,13 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             return b""
         c = self.config
         location = self._location(key)
+        cancel = cancel_scope.get()
         attempt = 0
         while True:
             attempt += 1
+            if cancel is not None and cancel.is_set():
+                raise RemoteStorageError("cancelled: the reader stopped before this GET", location=location,
+                                         backend=self.backend)
             self._before_request()
             t0 = time.monotonic()
             try:
@@ -272,7 +281,10 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
                     raise
                 log.debug("retrying GET of %s after %s (attempt %d), sleeping %.3fs",
                           location, type(exc).__name__, attempt, sleep)
-                time.sleep(sleep)
+                if cancel is not None:
+                    cancel.wait(sleep)
+                else:
+                    time.sleep(sleep)
                 continue
             self._report(location, len(data), time.monotonic() - t0, None, 0.0)
             return data
