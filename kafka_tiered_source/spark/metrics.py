@@ -141,7 +141,17 @@ def install(spark, metrics_dir: str | None = None) -> None:
     else:
         context = SessionContext(accumulator(spark), app_name(spark), app_id(spark),
                                  f"{base}/{session_id(spark)}" if base else None)
-    spark.dataSource.register(for_session(context))
+    try:
+        spark.dataSource.register(for_session(context))
+    except Exception as exc:
+        # Spark 4.0 refuses to replace a statically registered source (pyspark_kafka_tiered,
+        # when this package is installed); 4.1+ replace it with a warning
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+        log.warning("kafka-tiered: Spark %s keeps the automatically registered kafka-tiered source, so "
+                    "this session's reads report no totals to last_read_stats(spark) and their client.id "
+                    "defaults to 'kafka-tiered'; give reads metrics.dir (and last_read_stats the same "
+                    "metrics_dir), or use kafka_tiered_source.read(spark, ...)", spark.version)
 
 
 def read_history(spark, metrics_dir: str | None = None) -> ReadHistory:
