@@ -88,6 +88,10 @@ class TaskReader:
             self._client = BrokerClient.for_read(self.options)
         return self._client
 
+    def open_connections(self) -> list:
+        """The broker connections this reader has open (none is opened here)."""
+        return self._client.open_connections() if self._client is not None else []
+
     def close(self) -> None:
         """Stop every read under way (GETs not started are cancelled, running ones waited for:
         none runs after this returns) and close the fetcher and the broker connections.  Safe
