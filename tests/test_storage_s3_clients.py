@@ -14,7 +14,7 @@ BASE = {"remote.storage.fetcher": "s3", "remote.storage.s3.bucket": "b",
 
 def _client(token: str, **extra):
     return create_fetcher({**BASE, "remote.storage.s3.secret.access.key": f"secret-{token}",
-                           "remote.storage.s3.session.token": f"token-{token}", **extra})._client()
+                           "remote.storage.s3.session.token": f"token-{token}", **extra}).store._client()
 
 
 def test_rotating_credentials_do_not_grow_the_client_cache(monkeypatch):
@@ -41,7 +41,7 @@ def test_path_style_defaults_to_on_with_an_endpoint_and_refuses_other_words():
     assert _client("dflt").meta.config.s3["addressing_style"] == "path"
     without = {k: v for k, v in BASE.items() if k != "remote.storage.s3.endpoint"}
     f = create_fetcher({**without, "remote.storage.s3.secret.access.key": "x"})
-    assert f._client().meta.config.s3["addressing_style"] == "auto"
+    assert f.store._client().meta.config.s3["addressing_style"] == "auto"
     with pytest.raises(ConfigError) as ei:
         create_fetcher({**BASE, "remote.storage.s3.path.style.access": "maybe"})
     assert ei.value.option == "remote.storage.s3.path.style.access"

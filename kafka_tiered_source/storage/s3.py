@@ -1,4 +1,5 @@
-"""The ``s3`` fetcher: boto3 ranged ``GetObject`` against AWS or any S3-compatible endpoint.
+"""The ``s3`` fetcher: boto3 ranged ``GetObject`` against AWS or any S3-compatible endpoint
+(:class:`S3Store`), through the configured layout.
 
 Credentials come from ``remote.storage.s3.access.key.id`` / ``.secret.access.key`` /
 ``.session.token`` when given, else from boto3's standard chain (env, profile, IMDS ...).
@@ -11,9 +12,10 @@ import hashlib
 import threading
 from collections import OrderedDict
 
-from ..errors import RemoteTimeout
+from ..errors import RemoteConnectionError, RemoteTimeout
 from ..options.table import BY_KEY
-from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
+from .fetcher import ObjectStoreFetcher
+from .store import ByteRangeStore, classify_status
 
 # boto3 clients by what they are made from, shared in the process: a client costs ~60 ms of CPU
 # to build (a session parses the service model), and every Spark task has a fetcher of its own.
@@ -53,7 +55,7 @@ def cached_client(key, make):
     return client
 
 
-class S3Fetcher(ObjectStoreFetcher):
+class S3Store(ByteRangeStore):
     backend = "s3"
     requires = ("boto3", "botocore")
     #: keys per ListObjectsV2 request (S3's maximum)
@@ -97,16 +99,16 @@ class S3Fetcher(ObjectStoreFetcher):
         return session.client("s3", endpoint_url=endpoint, config=cfg,
                               region_name=session.region_name or "us-east-1")
 
-    def _location(self, key: str) -> str:
+    def location(self, key: str) -> str:
         return f"s3://{self._bucket}/{key}"
 
-    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+    def get_range(self, key: str, start: int, end: int | None) -> bytes:
         from botocore.exceptions import (ClientError, ConnectTimeoutError, ReadTimeoutError,
                                          EndpointConnectionError, ConnectionClosedError,
                                          ResponseStreamingError, HTTPClientError,
                                          FlexibleChecksumError, IncompleteReadError)
         from urllib3.exceptions import ProtocolError, ReadTimeoutError as U3ReadTimeout
-        location = self._location(key)
+        location = self.location(key)
         rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         try:
             resp = self._client().get_object(Bucket=self._bucket, Key=key, Range=rng)
@@ -138,10 +140,27 @@ class S3Fetcher(ObjectStoreFetcher):
             raise RemoteConnectionError(f"body did not arrive intact: {type(exc).__name__}",
                                         location=location, backend=self.backend) from None
 
-    def list_objects(self, prefix: str = ""):
+    def stat(self, key: str) -> int:
+        """HeadObject's ContentLength."""
+        from botocore.exceptions import BotoCoreError, ClientError
+        location = self.location(key)
+        try:
+            return int(self._client().head_object(Bucket=self._bucket, Key=key)["ContentLength"])
+        except ClientError as exc:
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            code = exc.response.get("Error", {}).get("Code")
+            raise (classify_status(status, None if code in (None, str(status)) else code, "", location=location,
+                                   backend=self.backend)
+                   or RemoteConnectionError(f"stat failed ({status})", location=location,
+                                            backend=self.backend)) from None
+        except BotoCoreError as exc:
+            raise RemoteConnectionError(f"stat failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+
+    def list(self, prefix: str = ""):
         """ListObjectsV2, page by page (1,000 keys per request)."""
         from botocore.exceptions import BotoCoreError, ClientError
-        location = self._location(prefix)
+        location = self.location(prefix)
         try:
             pages = self._client().get_paginator("list_objects_v2").paginate(
                 Bucket=self._bucket, Prefix=prefix, PaginationConfig={"PageSize": self.list_page_size})
@@ -161,5 +180,10 @@ class S3Fetcher(ObjectStoreFetcher):
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"S3Fetcher(bucket={self._bucket!r}, endpoint={c.option('remote.storage.s3.endpoint')!r}, "
+        return (f"S3Store(bucket={self._bucket!r}, endpoint={c.option('remote.storage.s3.endpoint')!r}, "
                 f"layout={c.layout!r}, prefix={c.prefix!r})")
+
+
+class S3Fetcher(ObjectStoreFetcher):
+    """The ``s3`` fetcher: :class:`S3Store` through the configured layout."""
+    store_class = S3Store
