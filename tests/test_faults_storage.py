@@ -179,6 +179,39 @@ def test_a_task_stopped_early_runs_no_get_after_reporting(cluster, proxy):
     assert counted == len(proxy.gets(""))          # .log parts and manifests alike
 
 
+def test_closing_a_reader_from_another_thread_stops_its_read(cluster, proxy):
+    """What a scan that is closed does: ``TaskReader.close()`` from another thread while the
+    reading thread waits on a slow store.  The read ends with PrefetchClosed, and when close()
+    returns no GET of the task is running or left in the store."""
+    import threading
+    from kafka_tiered_source.executor.prefetch import PrefetchClosed
+    opts = options(cluster, proxy.endpoint, **{"partition.target.bytes": str(64 * 1024 * 1024),
+                                               "fetch.remote.part.size.bytes": str(32 * 1024)})
+    plan = planning.plan(opts)
+    proxy.add(Rule(match=".log", stall_s=0.5, method="GET"))
+    reader = TaskReader(opts)
+    outcome: list = []
+
+    def consume():
+        try:
+            for _ in reader.read(plan.tasks[0]):
+                pass
+            outcome.append("completed")
+        except Exception as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    time.sleep(0.3)                                # the first GETs are stalled in the store
+    reader.close()
+    closed_at = time.monotonic()
+    t.join(timeout=5)
+    assert not t.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], PrefetchClosed), outcome
+    assert all(end <= closed_at for *_, end in proxy.gets(".log"))
+    assert proxy.gets_for(".log") == len(proxy.gets(".log"))
+
+
 def test_a_task_starts_with_small_parts(cluster, proxy):
     """Where a task starts (nothing in flight), its first range comes in parts of 1/8, 1/4 and
     1/2 of a part, then whole ones, so decoding starts after a short transfer; the ranges after

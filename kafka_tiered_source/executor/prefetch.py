@@ -86,6 +86,8 @@ class RangePrefetcher:
         self._dead: set = set()                   # ranges that failed or ended: nothing more of them
         self._skip: set = set()                   # ranges the reader reads elsewhere
         self._closed = False
+        self._filling = False                     # _fill is running (in this thread: re-entered)
+        self._again = False                       # ... and was asked again meanwhile
         with self._cond:
             self._fill()
 
@@ -118,7 +120,22 @@ class RangePrefetcher:
     def _fill(self) -> None:
         """Submit parts, in order, while the window has room and slow start allows; plan the
         ranges after them ahead, in the pool, so their manifests are read while earlier parts
-        arrive."""
+        arrive.  A future that is already done runs its callback at once, in this thread, which
+        asks to fill again: that is done after the pass under way, never inside it."""
+        if self._filling:
+            self._again = True
+            return
+        self._filling = True
+        try:
+            while True:
+                self._again = False
+                self._fill_once()
+                if not self._again:
+                    return
+        finally:
+            self._filling = False
+
+    def _fill_once(self) -> None:
         n_ranges = len(self._ranges)
         while not self._closed and len(self._window) < self._size and self._next[0] < n_ranges:
             i, n = self._next

@@ -26,7 +26,7 @@ from typing import Iterator
 
 from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, RemoteStorageError,
                       SegmentDecryptionError)
-from .prefetch import RangePrefetcher
+from .prefetch import PrefetchClosed, RangePrefetcher
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ class TaskReader:
         self._fetcher = None
         self._client = None
         self._prefetchers: set = set()   # of reads under way: close() stops their GETs
+        self._reading = 0                # reads under way
+        self._stopped = False            # close() was called while a read was under way
         self._fallback_bytes = 0      # bytes through brokers because direct reads failed
 
     def __reduce__(self):
@@ -96,6 +98,8 @@ class TaskReader:
         """Stop every read under way (GETs not started are cancelled, running ones waited for:
         none runs after this returns) and close the fetcher and the broker connections.  Safe
         from another thread than the one iterating :meth:`read`, which then raises."""
+        if self._reading:
+            self._stopped = True
         for prefetch in list(self._prefetchers):
             prefetch.close()
         if self._fetcher is not None:
@@ -117,13 +121,16 @@ class TaskReader:
         broker_only: set = set()    # partitions that fell back: the rest of them goes via broker
         on_purpose = self.options.fetch_remote_fallback == "always"
         remote = [] if on_purpose else [r for r in task.ranges if isinstance(r, RemoteRange)]
-        # the fetcher's concurrency, not the option's: a byte-rate quota makes it one (see fetcher)
-        prefetch = RangePrefetcher(self.fetcher, remote, self.fetcher.config.concurrency) if remote else None
-        if prefetch is not None:
-            self._prefetchers.add(prefetch)
+        self._stopped = False
+        self._reading += 1
+        prefetch = None
         index = 0                   # position of the next tiered range in ``remote``
         try:
+            if remote:   # the fetcher's concurrency, not the option's: a byte-rate quota makes it one
+                prefetch = RangePrefetcher(self.fetcher, remote, self.fetcher.config.concurrency)
+                self._prefetchers.add(prefetch)
             for r in task.ranges:
+                self._check_stopped()
                 key = (r.topic, r.partition)
                 self.metrics.scope(r.topic, r.partition)
                 if isinstance(r, RemoteRange) and on_purpose:
@@ -154,9 +161,14 @@ class TaskReader:
                     yield from self._read_broker(r.topic, r.partition, r.offset_start, r.offset_end,
                                                  fallback=isinstance(r, RemoteRange))
         finally:
+            self._reading -= 1
             if prefetch is not None:
                 prefetch.close()
                 self._prefetchers.discard(prefetch)
+
+    def _check_stopped(self) -> None:
+        if self._stopped:
+            raise PrefetchClosed("this task's reader was closed while it read")
 
     def _read_remote(self, r, flt, pieces):
         """Generator: yields batches; returns None when done, or the offset to continue from
@@ -253,6 +265,7 @@ class TaskReader:
         committed = self.options.read_committed
         offset = start
         while offset < end:
+            self._check_stopped()
             try:
                 fr = self.client.fetch(topic, partition, offset, isolation_level=1 if committed else 0,
                                        request_remote_location=False)

@@ -188,8 +188,8 @@ OPTIONS: tuple[Option, ...] = (
     # -- where the objects are -------------------------------------------------------------------
     O("remote.storage.fetcher", "storage", "fetcher name: s3, gcs, azure, fsspec, presigned, or one registered "
       "under the entry-point group kafka_tiered_source.fetchers", NAME, field="fetcher"),
-    O("remote.storage.fetcher.class", "storage", "dotted path (pkg.mod:Class) of your own RemoteStorageFetcher "
-      "subclass; wins over remote.storage.fetcher", STRIPPED, field="fetcher_class"),
+    O("remote.storage.fetcher.class", "storage", "dotted path (pkg.mod:Class) of your own ByteRangeStore "
+      "(or RemoteStorageFetcher) subclass; wins over remote.storage.fetcher", STRIPPED, field="fetcher_class"),
     O("remote.storage.layout", "storage", "object layout: aiven (default), kafka-local-tiered or template",
       choice("Layout", LAYOUTS), "aiven", field="layout"),
     O("remote.storage.layout.template", "storage", "format string of the template layout, fields {prefix} {topic} "
