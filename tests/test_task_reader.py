@@ -95,7 +95,7 @@ def test_the_prefetcher_hands_over_every_byte_once_in_order():
                               "fetch.remote.part.size.bytes": str(100_000)})
     segs = {p: RemoteSegment("t", "MWJ6FHTfRYy67jzwZdeqSQ", p, "tqimKeZwStOEOwRzT3L5oQ", 0, 9) for p in (0, 1)}
     cuts = [0, 700_000, 1_500_000, 2_999_999, 3_000_000]
-    ranges = [_Range(segs[p], a, b, p) for a, b in zip(cuts, cuts[1:]) for p in (0, 1)]
+    ranges = [_Range(segs[p], a, b, p) for a, b in zip(cuts, cuts[1:], strict=False) for p in (0, 1)]
     for _ in range(20):
         prefetch = RangePrefetcher(fetcher, ranges, concurrency=4)
         try:

@@ -75,8 +75,8 @@ class RangePrefetcher:
         self._pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix="kts-get")
         self._cancel = threading.Event()          # seen by the fetcher's retry loop
         # One lock for every field below; re-entrant because a future that is already done runs
-        # its callback in the thread adding it, which may hold the lock.
-        self._cond = threading.Condition(threading.RLock())
+        # its callback in the thread adding it, which holds the lock.
+        self._lock = threading.RLock()
         self._window: deque[_Slot] = deque()
         self._plans: dict[int, Future] = {}       # range -> its parts (planned ahead in the pool)
         self._next = (0, 0)                       # the next part to submit: (range, part)
@@ -88,7 +88,7 @@ class RangePrefetcher:
         self._closed = False
         self._filling = False                     # _fill is running (in this thread: re-entered)
         self._again = False                       # ... and was asked again meanwhile
-        with self._cond:
+        with self._lock:
             self._fill()
 
     # -- scheduling (always under the lock) -----------------------------------------------------
@@ -173,15 +173,14 @@ class RangePrefetcher:
                 self._plan(j, False)
 
     def _refill(self, _fut=None) -> None:
-        with self._cond:
+        with self._lock:
             self._fill()
-            self._cond.notify_all()
 
     def _arrived(self, i: int, fut: Future) -> None:
         """A GET of range ``i`` completed: good, its partition's later ranges may go in flight;
         failed, nothing more of the partition starts until the reader decides; ended early, no
         more of the range exists."""
-        with self._cond:
+        with self._lock:
             if not fut.cancelled():
                 if fut.exception() is not None:
                     self._bad.add(self._keys[i])
@@ -191,12 +190,11 @@ class RangePrefetcher:
                     if fut.result()[1]:
                         self._dead.add(i)
             self._fill()
-            self._cond.notify_all()
 
     # -- the reader's side ----------------------------------------------------------------------
     def skip(self, i: int) -> None:
         """The reader will not read range ``i`` directly (its partition fell back)."""
-        with self._cond:
+        with self._lock:
             self._skip.add(i)
             self._drop(lambda s: s.range_index == i)
             self._fill()
@@ -214,7 +212,7 @@ class RangePrefetcher:
         """The next slot of range ``i``, waiting for its planning if need be; None when the
         range has no more parts."""
         while True:
-            with self._cond:
+            with self._lock:
                 if self._closed:
                     raise PrefetchClosed("the prefetcher of this task was closed")
                 self._wanted = max(self._wanted, i)
@@ -246,7 +244,7 @@ class RangePrefetcher:
             except CancelledError:
                 raise PrefetchClosed("the prefetcher of this task was closed") from None
             finally:
-                with self._cond:
+                with self._lock:
                     if self._window and self._window[0] is slot:
                         self._window.popleft()
                     self._fill()
@@ -258,7 +256,7 @@ class RangePrefetcher:
     def close(self) -> None:
         """Cancel every GET not started and wait for the ones running: when this returns, no
         GET of this task runs (a GET between retries gives up at once)."""
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             self._closed = True
@@ -268,7 +266,6 @@ class RangePrefetcher:
             for fut in self._plans.values():
                 fut.cancel()
             self._window.clear()
-            self._cond.notify_all()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self):

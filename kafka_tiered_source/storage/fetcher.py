@@ -28,7 +28,7 @@ from typing import Iterator, Sequence
 
 from ..errors import (ListingNotSupported, RemoteConnectionError, RemoteStorageError, RemoteThrottled)
 from ..options.storage import FetcherConfig
-from .layouts import NO_LAYOUT, Layout, PresignedLayout, layout_for
+from .layouts import NO_LAYOUT, Layout, layout_for
 from .observer import FetchObserver
 from .parts import Part, ReadPlan, coalesce, split
 from .store import RETRIABLE, THROTTLE_CODES, ByteRangeStore, classify_status

@@ -30,6 +30,7 @@ class PresignedStore(ByteRangeStore):
     can_list = False      # one object per URL the broker hands out
 
     def _init_runtime(self) -> None:
+        super()._init_runtime()
         self._local = threading.local()     # one HTTP connection per thread and host
         self._all: list = []                # every connection made, for close()
 

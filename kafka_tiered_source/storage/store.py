@@ -95,11 +95,12 @@ class ByteRangeStore(abc.ABC):
 
     def __init__(self, config: FetcherConfig | None = None):
         self.config = config if config is not None else FetcherConfig()
-        self._lock = threading.Lock()
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        """Set up what the store needs in this process (lazily made clients start as None)."""
+        """Set up what the store needs in this process (lazily made clients start as None);
+        subclasses extend it."""
+        self._lock = threading.Lock()
 
     def __reduce__(self):
         return (self.__class__, (self.config,))
@@ -127,7 +128,7 @@ class ByteRangeStore(abc.ABC):
         """A human, secret-free name of the object for errors and observers."""
         return key
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a hook: most stores hold nothing to release
         """Release clients and connections (a closed store may be used again: it reconnects)."""
 
     def __repr__(self) -> str:
