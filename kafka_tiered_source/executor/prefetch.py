@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from functools import partial
 from collections import deque
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Iterator, NamedTuple
@@ -164,7 +165,7 @@ class RangePrefetcher:
             fut = self._pool.submit(ctx.run, parts[n])
             self._window.append(_Slot(i, n == len(parts) - 1, fut))
             self._next = (i, n + 1)
-            fut.add_done_callback(lambda f, i=i: self._arrived(i, f))
+            fut.add_done_callback(partial(self._arrived, i))
         start = self._next[0] + 1
         for j in range(start, min(start + self._concurrency, n_ranges)):
             if self._closed:

@@ -138,6 +138,7 @@ class TaskReader:
                     self.metrics.fell_back(ALWAYS)
                 elif isinstance(r, RemoteRange):
                     i, index = index, index + 1
+                    assert prefetch is not None          # every tiered range is in it
                     if key in broker_only:
                         prefetch.skip(i)
                 else:
@@ -151,6 +152,7 @@ class TaskReader:
                                 [(a.producer_id, a.first_offset) for a in info.aborted] if info else (),
                                 info.last_stable_offset if info else None)
                         flt = filters[key]
+                    assert prefetch is not None
                     next_offset = yield from self._read_remote(r, flt, prefetch.pieces(i))
                     if next_offset is not None:
                         broker_only.add(key)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from types import FrameType
 from typing import Mapping
 
 from ..options.table import BY_KEY
@@ -58,7 +59,7 @@ def detect() -> bool:
     """``spark.sql.python.filterPushdown.enabled`` of the Spark planner process calling
     ``DataSource.reader()``, from its callers' frames (module docstring); False where it cannot
     be told."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__")
         if module == _PUSHDOWN_WORKER:

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 def read(spark, options: dict | None = None, **kw):
     """A DataFrame of the records the options select, in Spark's Kafka schema."""
     check_read_api(spark)
-    opts = {str(k): _option_value(v) for k, v in dict(options or {}).items()}
+    opts: dict = {str(k): _option_value(v) for k, v in dict(options or {}).items()}
     opts.update({str(k): _option_value(v) for k, v in kw.items()})
     read_options = ReadOptions.parse(with_default_client_id(opts, app_name(spark)))
     tasks, carried = plan_checked(read_options)
@@ -69,7 +69,7 @@ def task_function(options: ReadOptions, task_blobs: list, plan_id: str, sink: Me
     return run
 
 
-def _option_value(value) -> str:
+def _option_value(value) -> str | None:
     """As ``DataFrameReader.option`` turns values into strings (booleans lower-case)."""
     if isinstance(value, bool):
         return "true" if value else "false"

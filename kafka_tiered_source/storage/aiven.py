@@ -290,7 +290,7 @@ class SegmentIndexes:
     def from_dict(cls, d: Mapping, location: str | None = None) -> "SegmentIndexes":
         if not isinstance(d, Mapping):
             raise SegmentFormatError("manifest segmentIndexes is not an object", location=location)
-        vals = {}
+        vals: dict[str, SegmentIndex | None] = {}
         for jname, attr in cls._JSON:
             v = d.get(jname)
             if v is None:
@@ -311,7 +311,7 @@ class SegmentIndexes:
                         f"manifest segmentIndexes.{jname}.{n} must be a non-negative int32, got {x!r}",
                         location=location)
             vals[attr] = SegmentIndex(pos, size)
-        return cls(**vals)
+        return cls(**vals)  # type: ignore[arg-type]  # the four required ones were checked
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING, cast
 
 from ..errors import SegmentFormatError
 from . import aiven
-from .layouts import Layout
+from .layouts import Layout, ObjectReader
 from .parts import Part, ReadPlan
+
+if TYPE_CHECKING:
+    from .aiven_crypto import ChunkCipher, KeyRing
 
 
 class AivenLayout(Layout):
@@ -20,14 +24,14 @@ class AivenLayout(Layout):
     name = "aiven"
     reads_manifests = True
 
-    def __init__(self, prefix: str = "", reader=None):
+    def __init__(self, prefix: str = "", reader: ObjectReader | None = None):
         self.prefix = prefix
         self.reader = reader
         self._lock = threading.Lock()
         self._manifests: OrderedDict[str, aiven.SegmentManifest] = OrderedDict()
-        self._keyring = None
+        self._keyring: KeyRing | None = None
 
-    def bind(self, reader) -> "AivenLayout":
+    def bind(self, reader: ObjectReader) -> "AivenLayout":
         return AivenLayout(self.prefix, reader)
 
     def __repr__(self) -> str:
@@ -58,7 +62,7 @@ class AivenLayout(Layout):
             if m is not None:
                 self._manifests.move_to_end(key)
                 return m
-        r = self.reader
+        r = self.io
         m = aiven.SegmentManifest.from_json(bytes(r.get_object(key, 0, None)), location=r.location(key))
         with self._lock:
             self._manifests[key] = m
@@ -71,24 +75,24 @@ class AivenLayout(Layout):
         with self._lock:
             return self._manifests.get(key)
 
-    def cipher(self, encryption, location: str | None = None):
+    def cipher(self, encryption, location: str | None = None) -> "ChunkCipher":
         """The chunk cipher of an encrypted manifest's ``encryption``, from the private keys of
         ``remote.storage.aiven.encryption.key.pairs`` (loaded once per fetcher)."""
         from .aiven_crypto import KeyRing
         with self._lock:
             if self._keyring is None:
-                self._keyring = KeyRing.from_config(self.reader.config)
+                self._keyring = KeyRing.from_config(self.io.config)
             ring = self._keyring
         try:
             return ring.cipher(encryption, location)
         except SegmentFormatError as exc:
-            exc.backend = exc.backend or self.reader.backend
+            exc.backend = exc.backend or self.io.backend
             raise
 
     # -- reading ---------------------------------------------------------------------------------
     def read_plan(self, segment) -> ReadPlan:
         key = self.log_key(segment)
-        loc = self.reader.location(key)
+        loc = self.io.location(key)
         info = segment.manifest_info
         if info is not None:   # the planner read the manifest: no GET of it here
             cipher = self.cipher(info.encryption, loc) if info.encryption is not None else None
@@ -102,17 +106,18 @@ class AivenLayout(Layout):
     def read_part(self, plan: ReadPlan, part: Part):
         """The GET of ``part``; its chunks decrypted and decompressed, checked against the
         chunk index."""
-        r = self.reader
+        r = self.io
         data = r.get_object(plan.key, part.obj_start, part.obj_end)
         if not part.chunks:
             return data
         location = r.location(plan.key)
+        assert part.obj_end is not None           # chunked parts end at a chunk boundary
         if len(data) != part.obj_end - part.obj_start:
             message = (f"object ends at byte position {part.obj_start + len(data)}, the manifest's "
                        f"chunk index expects {part.obj_end}")
             if plan.cipher is not None:   # name the chunk cut short; none of it is decrypted
                 from .aiven_crypto import truncated
-                raise truncated(plan.cipher, part.chunks, part.obj_start + len(data), message, location,
+                raise truncated(cast("ChunkCipher", plan.cipher), part.chunks, part.obj_start + len(data), message, location,
                                 r.backend)
             raise SegmentFormatError(message, location=location, backend=r.backend)
         mv = memoryview(data)
@@ -128,7 +133,7 @@ class AivenLayout(Layout):
 
     def _open(self, plan: ReadPlan, chunk, data, location: str):
         if plan.cipher is not None:
-            return plan.cipher.open_chunk(data, chunk, plan.compression, location, self.reader.backend)
+            return cast("ChunkCipher", plan.cipher).open_chunk(data, chunk, plan.compression, location, self.io.backend)
         return aiven.decompress_chunk(data, chunk, location)
 
     def fetch_index(self, segment, index: str) -> bytes | None:
@@ -136,7 +141,7 @@ class AivenLayout(Layout):
         entry = m.segment_indexes.get(index)
         if entry is None:
             return None
-        r = self.reader
+        r = self.io
         key = self.key(segment, aiven.SUFFIX_INDEXES)
         loc = r.location(key)
         cipher = self.cipher(m.encryption, loc) if m.encryption is not None else None

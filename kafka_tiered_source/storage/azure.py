@@ -8,7 +8,7 @@ Parts up to 32 MiB are one GET (the SDK's ``max_single_get_size``).
 """
 from __future__ import annotations
 
-from ..errors import RemoteConnectionError, RemoteTimeout
+from ..errors import RemoteAccessDenied, RemoteConnectionError, RemoteObjectNotFound, RemoteTimeout
 from .fetcher import ObjectStoreFetcher
 from .store import ByteRangeStore, classify_status
 
@@ -87,13 +87,11 @@ class AzureStore(ByteRangeStore):
         fs = self._filesystem()
         try:
             return sync(fs.loop, make, fs)
-        except ResourceNotFoundError as exc:
-            mapped = classify_status(404, getattr(exc, "error_code", None), "", location=location,
-                                     backend=self.backend)
-            raise mapped from None
+        except ResourceNotFoundError:
+            raise RemoteObjectNotFound("object not found (404)", location=location, backend=self.backend) from None
         except ClientAuthenticationError:
-            raise classify_status(403, "AuthenticationFailed", "", location=location,
-                                  backend=self.backend) from None
+            raise RemoteAccessDenied("access denied (403 AuthenticationFailed)", location=location,
+                                     backend=self.backend) from None
         except HttpResponseError as exc:
             status = exc.status_code or 0
             code = getattr(exc, "error_code", None)   # a StorageErrorCode enum (str subclass)

@@ -24,7 +24,7 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..errors import (ListingNotSupported, RemoteConnectionError, RemoteStorageError, RemoteThrottled)
 from ..options.storage import FetcherConfig
@@ -358,7 +358,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         buf[rel:rel + n] = memoryview(data)[:n]
         return len(data)
 
-    def _read_groups(self, plan: ReadPlan, groups) -> list[tuple[object, int]]:
+    def _read_groups(self, plan: ReadPlan, groups) -> list[tuple[Any, int]]:
         """Read every group; returns (buffer, valid length) per group.
 
         A group of several parts gets one preallocated buffer that the worker threads fill in

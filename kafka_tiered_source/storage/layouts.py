@@ -29,8 +29,10 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, cast
 
 from ..errors import ConfigError, RemoteObjectNotFound, RemoteStorageError, SegmentFormatError
+from ..options.storage import FetcherConfig
 from ..redact import redact_url
 from . import aiven
 from .parts import Part, ReadPlan
@@ -64,20 +66,36 @@ def local_tiered_key(root: str, topic: str, topic_id: str, partition: int, base_
     return f"{head}{topic}-{partition}-{topic_id}/{off}-{segment_id}.{suffix}"
 
 
+class ObjectReader(Protocol):
+    """What a layout reads through: the fetcher it is bound to (retried, counted GETs)."""
+    backend: str
+    config: FetcherConfig
+
+    def get_object(self, key: str, start: int, end: int | None) -> bytes: ...
+
+    def location(self, key: str) -> str: ...
+
+
 class Layout:
     """The behaviour every layout shares; a plain fetcher without object keys has this one
-    (``name`` ``"none"``: no manifests, no keys).  ``reader`` is the fetcher it reads through
-    (``get_object(key, start, end)``, ``location(key)``, ``backend``, ``config``)."""
+    (``name`` ``"none"``: no manifests, no keys).  ``reader`` is the fetcher it reads through."""
 
     name = "none"
     #: whether :meth:`manifest` reads Aiven manifests (offline planning needs them; online
     #: planning ships what it read to the tasks)
     reads_manifests = False
-    reader: object = None
+    reader: ObjectReader | None = None
 
-    def bind(self, reader) -> "Layout":
+    def bind(self, reader: ObjectReader) -> "Layout":
         """This layout reading through ``reader`` (a fetcher)."""
-        return replace(self, reader=reader)
+        return replace(cast(Any, self), reader=reader)
+
+    @property
+    def io(self) -> ObjectReader:
+        """The fetcher this layout reads through."""
+        if self.reader is None:
+            raise RemoteStorageError(f"the {self.name} layout is not bound to a fetcher")
+        return self.reader
 
     def log_key(self, segment) -> str:
         raise SegmentFormatError(f"the {self.name} layout names no objects")
@@ -92,14 +110,14 @@ class Layout:
     def read_part(self, plan: ReadPlan, part: Part):
         """One GET of ``part``, as original segment bytes (a chunked layout undoes its
         transforms here)."""
-        return self.reader.get_object(plan.key, part.obj_start, part.obj_end)
+        return self.io.get_object(plan.key, part.obj_start, part.obj_end)
 
     def fetch_index(self, segment, index: str) -> bytes | None:
         """A segment index by kind; None for a missing transaction index (optional in Kafka's
         fileset)."""
         key = self.index_key(segment, index)
         try:
-            return bytes(self.reader.get_object(key, 0, None))
+            return bytes(self.io.get_object(key, 0, None))
         except RemoteObjectNotFound:
             if index == "transaction":
                 return None
@@ -126,7 +144,7 @@ NO_LAYOUT = Layout()
 class KafkaLocalTieredLayout(Layout):
     root: str = ""
     padded_offsets: bool = True
-    reader: object = field(default=None, compare=False, repr=False)
+    reader: ObjectReader | None = field(default=None, compare=False, repr=False)
     name = "kafka-local-tiered"
 
     def log_key(self, segment) -> str:
@@ -142,7 +160,8 @@ class KafkaLocalTieredLayout(Layout):
 class TemplateLayout(Layout):
     template: str = ""
     prefix: str = ""
-    reader: object = field(default=None, compare=False, repr=False)
+    reader: ObjectReader | None = field(default=None, compare=False, repr=False)
+    _has_suffix: bool = field(default=False, init=False, repr=False, compare=False)
     name = "template"
 
     def __post_init__(self):
@@ -180,7 +199,7 @@ class TemplateLayout(Layout):
 class PresignedLayout(Layout):
     """The object of a segment is its presigned URL (KIP-1248: the broker hands one out per
     segment); nothing else is reachable."""
-    reader: object = field(default=None, compare=False, repr=False)
+    reader: ObjectReader | None = field(default=None, compare=False, repr=False)
     name = "presigned"
 
     def log_key(self, segment) -> str:

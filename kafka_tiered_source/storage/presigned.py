@@ -41,7 +41,7 @@ class PresignedStore(ByteRangeStore):
             backend=self.backend)
 
     def location(self, key: str) -> str:
-        return redact_url(key)
+        return redact_url(key) or ""
 
     def close(self) -> None:
         with self._lock:
