@@ -321,7 +321,7 @@ class Planner:
     # -- 5. Aiven manifests ---------------------------------------------------------------------
     def _keep_manifest_info(self, seg: RemoteSegment) -> None:
         """Keep what the reader needs of a manifest the fetcher has just read (no GET)."""
-        m = self.fetcher.cached_manifest(seg)
+        m = self.fetcher.layout.cached_manifest(seg)
         if m is not None:
             self._manifest_infos[_segment_key(seg)] = aiven.ManifestInfo.of(m)
 
@@ -329,7 +329,7 @@ class Planner:
         """The tasks with ``manifest_info`` on the segments whose manifest the planner has, or
         reads now because two or more tasks read the segment (see the module's step 5)."""
         if (self.options.storage.layout != "aiven" or self.fetcher is None
-                or not self.fetcher.reads_manifests):
+                or not self.fetcher.layout.reads_manifests):
             return tasks
         readers = Counter(key for t in tasks for key in
                           {_segment_key(r.segment) for r in t.ranges if isinstance(r, RemoteRange)})
@@ -340,7 +340,7 @@ class Planner:
                 continue
             if key not in self._manifest_infos and readers[key] > 1 and self._storage_failed is None:
                 try:
-                    self._manifest_infos[key] = aiven.ManifestInfo.of(self.fetcher.manifest(r.segment))
+                    self._manifest_infos[key] = aiven.ManifestInfo.of(self.fetcher.layout.manifest(r.segment))
                 except RemoteStorageError as exc:   # the executors try again, with their fallback
                     log.info("manifest of %r not read while planning: %s", r.segment, exc)
                     self._manifest_infos[key] = None
