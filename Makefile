@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON        := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: install demo test test-native test-pure bench clean spark35 lint
+.PHONY: install demo test test-native test-pure bench clean spark35 lint pyspark-venvs
 
 install: $(STAMP)
 
@@ -28,13 +28,18 @@ demo: install
 spark35: install
 	$(BIN)/python tests/spark35_venv.py
 
+# Small venvs with pyspark 4.0, 4.1 and 4.2 (.venv-pyspark-4.N: that pyspark, the rest from .venv)
+# for the checks that must hold on every Spark the format supports (tests/pyspark_venvs.py).
+pyspark-venvs: install
+	$(BIN)/python tests/pyspark_venvs.py
+
 # Ruff first (seconds; a finding fails the run), then the whole suite with the native decoder,
 # then the tests marked `decoder` again with the pure-Python reference decoder
 # (KAFKA_TIERED_NO_EXTENSIONS=1), as aiokafka does.  Marked are the tests that exercise decoding
 # (fixtures, codecs, corrupt input, transactions, lz4, batches cut by parts or offsets, the
 # metadata topic, reads through Spark...); a test that only takes bytes a marked test already
 # decodes through Spark, storage, fallback or cost plumbing runs in the native pass only.
-test: install spark35
+test: install spark35 pyspark-venvs
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 	KAFKA_TIERED_NO_EXTENSIONS=1 $(BIN)/python -m pytest -m "decoder"
@@ -49,4 +54,4 @@ bench: install
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf build dist $(VENV) .venv-spark35 node_modules *.egg-info kafka_tiered_source/_native*.so
+	rm -rf build dist $(VENV) .venv-spark35 .venv-pyspark-* node_modules *.egg-info kafka_tiered_source/_native*.so

@@ -7,7 +7,9 @@
   when the broker asks for metrics (a non-empty subscription), one ``PushTelemetry`` with the
   metrics the subscription's prefixes select, encoded as OTLP ``MetricsData`` protobuf
   (compression none), cumulative, ``Terminating=true`` — a reader pushes once, when its task
-  ends.  The task reader calls it unless ``telemetry.push.enabled=false``.
+  ends.  :func:`push_task` is how a task does it (unless ``telemetry.push.enabled=false``):
+  over a connection the task already has, else over its process's one telemetry connection to
+  the cluster, never one of its own.
 * :func:`decode_otlp` and :func:`pushed_metrics_text` read pushes back (the embedded broker
   stores them: ``EmbeddedCluster.telemetry()``), and :func:`broker_metrics_with_clients` shows
   the clients' pushed figures next to the broker's own KIP-1267 metrics.
@@ -21,8 +23,12 @@ Needs the ``telemetry`` extra (``prometheus-client``, ``opentelemetry-proto``).
 """
 from __future__ import annotations
 
+import atexit
+import hashlib
 import logging
+import threading
 import time
+from collections import OrderedDict
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +56,6 @@ KIP714_COMPRESSION_NONE = 0
 
 def _prom(name: str) -> str:
     return (PREFIX + name).replace(".", "_")
-
-
-def _tag_labels(tags) -> dict:
-    from .metrics.reader import TAG_NAMES
-    return {k: str(v) for k, v in zip(TAG_NAMES, tags, strict=True)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,3 +293,89 @@ def push_telemetry(conn, totals, *, resource: dict | None = None, start_time_ns:
         log.info("PushTelemetry refused by %s (error %d)", conn.address, resp.error_code)
         return False
     return True
+
+
+# ---------------------------------------------------------------------------------------------
+# one telemetry connection per process and cluster
+# ---------------------------------------------------------------------------------------------
+#: telemetry connections kept per process (one per cluster and client configuration)
+CHANNELS = 4
+_channels: OrderedDict = OrderedDict()
+_channels_lock = threading.Lock()
+
+
+class _Channel:
+    """This process's connection for pushes to one cluster: opened at the first push that has
+    no connection of its own to use, then reused by every task the process runs (Spark reuses
+    its Python workers), so a read of many storage-only tasks opens a few, not one per task."""
+
+    def __init__(self, config):
+        self.config = config
+        self.lock = threading.Lock()
+        self.conn = None
+
+    def connection(self):
+        from .protocol.connection import BrokerConnection
+        if self.conn is not None and self.conn.connected:
+            return self.conn
+        last: Exception | None = None
+        for host, port in self.config.bootstrap_servers:
+            conn = BrokerConnection(host, port, self.config)
+            try:
+                conn.ensure_connected()
+            except Exception as exc:   # the next bootstrap server may answer
+                last = exc
+                continue
+            self.conn = conn
+            return conn
+        raise ConnectionError(f"no bootstrap server reachable for the telemetry push ({last})")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def _channel(properties: dict) -> _Channel:
+    from .protocol.client import ClientConfig
+    # keyed by every property, secrets included (hashed): other credentials, another channel
+    key = hashlib.sha256(repr(sorted(properties.items())).encode()).hexdigest()
+    with _channels_lock:
+        channel = _channels.get(key)
+        if channel is None:
+            channel = _channels[key] = _Channel(ClientConfig.from_properties(properties))
+            while len(_channels) > CHANNELS:
+                _channels.popitem(last=False)[1].close()
+        _channels.move_to_end(key)
+        return channel
+
+
+@atexit.register
+def close_channels() -> None:
+    """Close this process's telemetry connections."""
+    with _channels_lock:
+        for channel in _channels.values():
+            channel.close()
+        _channels.clear()
+
+
+def push_task(totals, properties: dict, *, connections=(), resource: dict | None = None,
+              start_time_ns: int | None = None) -> bool:
+    """Push one task's ``totals`` (a client instance of its own, ``Terminating``) if the broker
+    subscribes: over one of ``connections`` (the task's own, already open) when there is one,
+    else over this process's telemetry connection to the cluster ``properties`` (the Kafka
+    client's) describe.  A connection that went stale is opened again once."""
+    for conn in connections:
+        if conn.connected:
+            return push_telemetry(conn, totals, resource=resource, start_time_ns=start_time_ns)
+    channel = _channel(properties)
+    with channel.lock:
+        for attempt in (1, 2):
+            try:
+                return push_telemetry(channel.connection(), totals, resource=resource,
+                                      start_time_ns=start_time_ns)
+            except Exception:
+                channel.close()   # closed by the broker while idle, say: once more on a new one
+                if attempt == 2:
+                    raise
+    return False

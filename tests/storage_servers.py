@@ -537,5 +537,30 @@ class DictFetcher(ObjectStoreFetcher):
         return data[start:] if end is None else data[start:end]
 
 
+from kafka_tiered_source.storage.store import ByteRangeStore  # noqa: E402
+
+
+class DictStore(ByteRangeStore):
+    """The same in-house store as a byte-range store, the shape a third party writes now: only
+    the bytes (GET, list, stat); layouts, retries and parts are the library's."""
+    backend = "dict"
+
+    def _objects(self) -> dict:
+        return DictFetcher.STORES[self.config.require("remote.storage.custom.store")]
+
+    def get_range(self, key, start, end):
+        from kafka_tiered_source.errors import RemoteObjectNotFound
+        data = self._objects().get(key)
+        if data is None:
+            raise RemoteObjectNotFound("no such key", location=key, backend=self.backend)
+        return data[start:] if end is None else data[start:end]
+
+    def stat(self, key):
+        return len(self.get_range(key, 0, None))
+
+    def list(self, prefix=""):
+        return [(k, len(v)) for k, v in list(self._objects().items()) if k.startswith(prefix)]
+
+
 def rm_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)

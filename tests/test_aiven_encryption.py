@@ -254,7 +254,7 @@ def test_encrypted_segment_reads_byte_exact(store, tmp_path, compression):
     carried = RemoteSegment(**{**seg.__dict__, "manifest_info": aiven.ManifestInfo.of(manifest)})
     with create_fetcher(opts) as fresh:
         assert bytes(fresh.fetch_log_segment(carried, 100, 50_000)) == data[100:50_000]
-        assert fresh.cached_manifest(seg) is None        # no manifest GET was needed
+        assert fresh.layout.cached_manifest(seg) is None        # no manifest GET was needed
     # a pickled fetcher (as shipped to executors) rebuilds its key ring and reads the same
     import pickle
     assert bytes(pickle.loads(pickle.dumps(fetcher)).fetch_log_segment(seg, 5, 999)) == data[5:999]

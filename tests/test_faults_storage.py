@@ -8,6 +8,8 @@ error, and every offset must come out exactly once.  The metrics say which path 
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from broker_fixtures import fixture_segments
@@ -141,6 +143,73 @@ def test_later_segments_are_in_flight_while_earlier_ones_arrive(cluster, proxy):
     assert len(spans) == len(plan.remote_ranges)
     in_flight = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
     assert in_flight == opts.storage.concurrency      # the whole window, not one segment at a time
+
+
+class _Sink:
+    """Where a task reports its totals (the accumulator's interface), with when it did."""
+
+    def __init__(self):
+        self.reported: list = []
+
+    def add(self, totals):
+        self.reported.append((time.monotonic(), totals))
+
+
+def test_a_task_stopped_early_runs_no_get_after_reporting(cluster, proxy):
+    """A slow store and a task stopped after its first batch (a ``limit``): the GETs in flight
+    are waited for or cancelled before the task reports, so every GET the store served is in
+    the task's totals and none is answered after them."""
+    from kafka_tiered_source.executor.run import run_task
+    opts = options(cluster, proxy.endpoint, **{"partition.target.bytes": str(64 * 1024 * 1024),
+                                               "fetch.remote.part.size.bytes": str(32 * 1024)})
+    plan = planning.plan(opts)
+    assert len(plan.tasks) == 1
+    proxy.add(Rule(match=".log", stall_s=0.4, method="GET"))
+    sink = _Sink()
+    task = run_task(opts, plan.tasks[0], accumulator=sink)
+    assert next(task).num_rows > 0
+    task.close()                                   # Spark stops consuming: GeneratorExit
+    (reported_at, totals), = sink.reported
+    time.sleep(0.8)                                # what a GET left running would take to answer
+    served = proxy.gets(".log")
+    assert served, "the store answered no GET"
+    assert all(end <= reported_at for *_, end in served), "a GET was answered after the task reported"
+    assert proxy.gets_for(".log") == len(served)   # none still stalled in the store
+    counted = sum(s.remote_requests for tags, s in totals.by_tags.items())
+    assert counted == len(proxy.gets(""))          # .log parts and manifests alike
+
+
+def test_closing_a_reader_from_another_thread_stops_its_read(cluster, proxy):
+    """What a scan that is closed does: ``TaskReader.close()`` from another thread while the
+    reading thread waits on a slow store.  The read ends with PrefetchClosed, and when close()
+    returns no GET of the task is running or left in the store."""
+    import threading
+    from kafka_tiered_source.executor.prefetch import PrefetchClosed
+    opts = options(cluster, proxy.endpoint, **{"partition.target.bytes": str(64 * 1024 * 1024),
+                                               "fetch.remote.part.size.bytes": str(32 * 1024)})
+    plan = planning.plan(opts)
+    proxy.add(Rule(match=".log", stall_s=0.5, method="GET"))
+    reader = TaskReader(opts)
+    outcome: list = []
+
+    def consume():
+        try:
+            for _ in reader.read(plan.tasks[0]):
+                pass
+            outcome.append("completed")
+        except Exception as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    time.sleep(0.3)                                # the first GETs are stalled in the store
+    reader.close()
+    closed_at = time.monotonic()
+    t.join(timeout=5)
+    assert not t.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], PrefetchClosed), outcome
+    assert all(end <= closed_at for *_, end in proxy.gets(".log"))
+    assert proxy.gets_for(".log") == len(proxy.gets(".log"))
 
 
 def test_a_task_starts_with_small_parts(cluster, proxy):

@@ -543,9 +543,9 @@ def test_s3_listing_follows_pages():
                                   "remote.storage.s3.region": "us-east-1",
                                   "remote.storage.s3.access.key.id": S3_KEY_ID,
                                   "remote.storage.s3.secret.access.key": S3_SECRET})
-        fetcher.list_page_size = 2
+        fetcher.store.list_page_size = 2
         pages = []
-        fetcher._client().meta.events.register(
+        fetcher.store._client().meta.events.register(
             "after-call.s3.ListObjectsV2", lambda parsed, **kw: pages.append(parsed.get("KeyCount")))
         assert sorted(k for k, _ in fetcher.list_objects("t/")) == keys
         assert pages == [2, 2, 2, 1]

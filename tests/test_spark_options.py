@@ -448,3 +448,38 @@ def test_include_headers_alone():
     with pytest.raises(ConfigError) as info:
         include_headers({"includeHeaders": "on"})
     assert info.value.option == "includeHeaders"
+
+
+def test_push_filters_says_it_outright_and_is_checked_at_load():
+    from kafka_tiered_source.spark.datasource import KafkaTieredDataSource
+    from kafka_tiered_source.spark.pushdown import pushdown_enabled, setting
+    base = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t"}
+    assert setting({**base, "PUSHFILTERS": " True "}) == "true"
+    assert pushdown_enabled({**base, "pushFilters": "true"}) is True
+    assert pushdown_enabled({**base, "pushFilters": "false"}) is False
+    # auto, called outside a Spark planner process: Spark's setting cannot be seen, so no pushdown
+    assert setting(base) == "auto" and pushdown_enabled(base) is False
+    with pytest.raises(ConfigError) as ei:
+        KafkaTieredDataSource({**base, "pushFilters": "sometimes"})
+    assert ei.value.option == "pushFilters"
+    assert "auto, true, false" in str(ei.value) and "'sometimes'" in str(ei.value)
+
+
+def test_the_registered_source_ships_its_session_context_by_value():
+    """register(spark) registers the data source with its session's context; Spark creates the
+    source in another process, so the class travels by value (cloudpickle), context included,
+    while the class Spark finds by itself travels by reference."""
+    import subprocess
+    import sys
+    from pyspark import cloudpickle
+    from kafka_tiered_source.spark.datasource import KafkaTieredDataSource, for_session
+    from kafka_tiered_source.spark.metrics import SessionContext
+    cls = for_session(SessionContext(app_name="nightly-backfill", app_id="app-17"))
+    assert issubclass(cls, KafkaTieredDataSource) and cls.__qualname__.startswith("for_session.<locals>.")
+    assert pickle.loads(cloudpickle.dumps(KafkaTieredDataSource)) is KafkaTieredDataSource
+    code = ("import pickle, sys; cls = pickle.loads(sys.stdin.buffer.read()); "
+            "ds = cls({'kafka.bootstrap.servers': 'b:9092', 'subscribe': 't'}); "
+            "print(ds.read_options.client_id, cls.context.app_id, cls.name())")
+    done = subprocess.run([sys.executable, "-c", code], input=cloudpickle.dumps(cls), capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["nightly-backfill", "app-17", "kafka-tiered"]

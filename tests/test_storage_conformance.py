@@ -20,12 +20,17 @@ from kafka_tiered_source.ids import random_uuid, uuid_to_str
 from kafka_tiered_source.storage import CountingObserver, create_fetcher
 from kafka_tiered_source.storage import aiven
 from kafka_tiered_source.storage.layouts import local_tiered_key
+from kafka_tiered_source.storage.azure import AzureStore
+from kafka_tiered_source.storage.fsspec_fetcher import FsspecStore
+from kafka_tiered_source.storage.gcs import GCSStore
+from kafka_tiered_source.storage.s3 import S3Store
 from kafka_tiered_source.storage.segment import RemoteSegment
 from kafka_tiered_source.testing import aiven_writer
+from kafka_tiered_source.testing.store_conformance import check_store
 
-from storage_servers import (AZURITE_ACCOUNT, S3_SECRET, AzureBackend, Azurite, Blackhole, FaultProxy,
-                             FileBackend, GcsBackend, GcsEmulator, MemoryBackend, MotoS3, PresignedBackend,
-                             Rule, S3Backend, rm_tree, unique)
+from storage_servers import (AZURITE_ACCOUNT, AZURITE_KEY, S3_SECRET, AzureBackend, Azurite, Blackhole,
+                             DictFetcher, DictStore, FaultProxy, FileBackend, GcsBackend, GcsEmulator,
+                             MemoryBackend, MotoS3, PresignedBackend, Rule, S3Backend, rm_tree, unique)
 
 BACKENDS = ["s3", "presigned", "gcs", "azure", "file", "memory"]
 HTTP_BACKENDS = ["s3", "presigned", "gcs", "azure"]
@@ -169,6 +174,41 @@ def check_ranges(fetcher, seg, data, ranges):
     assert len(got) == len(ranges)
     for (s, e), g in zip(ranges, got, strict=True):
         assert bytes(g) == data[s:e], (s, e)
+
+
+# ------------------------------------------------------------------------------------------
+# the stores: the contract a third party's store meets too (testing.store_conformance)
+
+STORES = {"s3": (S3Store, (S3_SECRET,)), "gcs": (GCSStore, ()), "azure": (AzureStore, (AZURITE_KEY,)),
+          "file": (FsspecStore, ()), "memory": (FsspecStore, ())}
+
+
+@pytest.mark.parametrize("name", list(STORES))
+def test_every_built_in_store_meets_the_store_contract(servers, name):
+    b = servers.backends[name]
+    store, secrets = STORES[name]
+    done = check_store(store, b.options(), put=b.put, prefix=unique("conf-") + "/", secrets=secrets)
+    assert len(done) >= 12
+
+
+def test_a_users_own_store_meets_it_and_reads_through_every_layout():
+    DictFetcher.STORES["conformance"] = {}
+    opts = {"remote.storage.fetcher.class": "storage_servers:DictStore", "remote.storage.custom.store": "conformance"}
+    put = DictFetcher.STORES["conformance"].__setitem__
+    done = check_store(DictStore, opts, put=put, prefix="c/")
+    assert "the aiven layout reads a segment back byte for byte" in done
+    # named by remote.storage.fetcher.class, the store runs in the library's fetcher, pickled
+    # as its config and the store's class
+    put("tpl/orders-3.log", b"0123456789")
+    obs = CountingObserver()
+    fetcher = create_fetcher({**opts, "remote.storage.layout": "template",
+                              "remote.storage.layout.template": "tpl/{topic}-{partition}.{suffix}"}, observer=obs)
+    assert type(fetcher.store) is DictStore and fetcher.backend == "dict"
+    seg = RemoteSegment("orders", *ids()[:1], 3, ids()[0], 0, 9)
+    clone = pickle.loads(pickle.dumps(fetcher))
+    assert type(clone.store) is DictStore
+    assert bytes(clone.fetch_log_segment(seg, 2, 5)) == b"234"
+    assert bytes(fetcher.fetch_log_segment(seg, 7)) == b"789" and obs.requests == 1
 
 
 # ------------------------------------------------------------------------------------------

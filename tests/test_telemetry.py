@@ -3,6 +3,7 @@ KIP-714 pushes of a real read to the embedded broker (decoded back from OTLP pro
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,6 +13,7 @@ from kafka_tiered_source.metrics.reader import LatencyHistogram, ReadStats, Read
 from kafka_tiered_source import planning
 from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.executor import TaskReader
+from kafka_tiered_source.planning.tasks import BrokerRange
 from kafka_tiered_source.telemetry import (broker_metrics_with_clients, decode_otlp, otlp_metrics,
                                            prometheus_text, pushed_metrics_text)
 from kafka_tiered_source.testing import EmbeddedCluster
@@ -175,3 +177,55 @@ def test_pushes_follow_the_subscription_and_can_be_turned_off(tmp_path):
         assert quiet.telemetry() == []
     finally:
         quiet.stop()
+
+
+# KIP-714 without a connection per task
+
+_CONNECTS: list = []          # ports of the sockets this process connects, while recording
+
+
+def _audit(event, args):
+    if event == "socket.connect" and _CONNECTS and isinstance(args[1], tuple):
+        _CONNECTS.append(args[1][1])
+
+
+sys.addaudithook(_audit)      # CPython's audit events: every socket.connect of the process
+
+
+@pytest.mark.decoder
+def test_a_hundred_storage_only_tasks_push_over_one_connection(tmp_path):
+    """Every task of a 100-task read that reads only from storage pushes its metrics, and the
+    pushes share this process's one telemetry connection (Spark runs a worker's tasks in one
+    process): one broker connection for the read's pushes, not one (or two) per task."""
+    c = _cluster(tmp_path, "many", telemetry_metrics=("",))
+    try:
+        tiered_end = max(s.end_offset for s in c.remote_segments("payments", 0)) + 1
+        options = ReadOptions.parse({
+            "kafka.bootstrap.servers": c.bootstrap_servers, "assign": json.dumps({"payments": [0]}),
+            "endingOffsets": json.dumps({"payments": {"0": tiered_end}}), "maxRecordsPerPartition": "19",
+            "client.id": "hundred", "remote.storage.fetcher": "fsspec",
+            "remote.storage.fsspec.url": f"file://{c.remote_root}"})
+        tasks = [t for t in planning.plan(options).tasks if t.ranges]
+        assert len(tasks) >= 100
+        assert all(not isinstance(r, BrokerRange) for t in tasks for r in t.ranges)
+        _CONNECTS[:] = [None]                      # recording
+        rows = 0
+        try:
+            for task in tasks:
+                reader = TaskReader(options, tasks_planned=len(tasks))
+                try:
+                    rows += sum(b.num_rows for b in reader.read(task))
+                    reader.finish(read_id="hundred", task_index=task.index)
+                finally:
+                    reader.close()
+        finally:
+            ports = _CONNECTS[1:]
+            _CONNECTS[:] = []
+        assert ports.count(c.port) == 1            # before: two per task (bootstrap and leader)
+        pushes = c.telemetry("hundred")
+        assert len(pushes) == len(tasks)           # every task pushed, as a client instance of its own
+        pushed = sum(pt["value"] for p in pushes for pt in decode_otlp(p.metrics)
+                     if pt["name"] == "kafka.tiered.reader.records")
+        assert pushed == rows > 0
+    finally:
+        c.stop()

@@ -1,7 +1,8 @@
 """The end of one read task: its totals go to the driver's accumulator (classic Spark), to the
 read's metrics directory (Spark Connect, or ``metrics.dir``: one file per task under the read
 id, :mod:`kafka_tiered_source.metrics.directory`), to the optional ``metrics.jsonl.path`` file
-(one JSON line per task) and, when the broker subscribes, to the broker as a KIP-714 push.
+(one JSON line per task) and, when the broker subscribes, to the broker as a KIP-714 push (over
+a connection the task already has, else its process's one telemetry connection).
 None of this may fail the task: errors are logged.
 
 ``metrics.jsonl.path`` is a path on the host that runs the task (an executor's local disk, or
@@ -54,14 +55,15 @@ def finish_task(reader, *, accumulator=None, read_id: str | None = None, task_in
 
 
 def _push(reader, totals, app_id):
-    from ..telemetry import push_telemetry
-    _, topic, partition, _ = next(iter(totals.by_tags))
-    conn = reader.client.leader(topic, partition)
+    """KIP-714, without a connection of the task's own: over one the task already has (it read
+    through a broker), else over its process's telemetry connection (telemetry.push_task)."""
+    from ..options import client_properties
+    from ..telemetry import push_task
     resource = {"client_id": reader.options.client_id, "service.name": "kafka-tiered"}
     if app_id:
         resource["spark.app.id"] = app_id
-    push_telemetry(conn, totals, resource=resource,
-                   start_time_ns=int(reader.metrics.started * 1e9))
+    push_task(totals, client_properties(reader.options), connections=reader.open_connections(),
+              resource=resource, start_time_ns=int(reader.metrics.started * 1e9))
 
 
 def write_jsonl(path: str, totals, *, task_index=None, started=None) -> None:

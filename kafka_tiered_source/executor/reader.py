@@ -26,7 +26,7 @@ from typing import Iterator
 
 from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, RemoteStorageError,
                       SegmentDecryptionError)
-from .prefetch import RangePrefetcher
+from .prefetch import PrefetchClosed, RangePrefetcher
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +43,15 @@ class TaskReader:
         if metrics is None:
             from ..metrics.reader import ReaderMetrics
             from ..quota import ReaderQuota
-            metrics = ReaderMetrics(options.client_id, _backend_name(options),
+            metrics = ReaderMetrics(options.client_id, backend_name(options),
                                     ReaderQuota.for_task(options.quota, tasks_planned))
         metrics.tasks_planned = tasks_planned
         self.metrics = metrics
         self._fetcher = None
         self._client = None
+        self._prefetchers: set = set()   # of reads under way: close() stops their GETs
+        self._reading = 0                # reads under way
+        self._stopped = False            # close() was called while a read was under way
         self._fallback_bytes = 0      # bytes through brokers because direct reads failed
 
     def __reduce__(self):
@@ -87,7 +90,18 @@ class TaskReader:
             self._client = BrokerClient.for_read(self.options)
         return self._client
 
+    def open_connections(self) -> list:
+        """The broker connections this reader has open (none is opened here)."""
+        return self._client.open_connections() if self._client is not None else []
+
     def close(self) -> None:
+        """Stop every read under way (GETs not started are cancelled, running ones waited for:
+        none runs after this returns) and close the fetcher and the broker connections.  Safe
+        from another thread than the one iterating :meth:`read`, which then raises."""
+        if self._reading:
+            self._stopped = True
+        for prefetch in list(self._prefetchers):
+            prefetch.close()
         if self._fetcher is not None:
             self._fetcher.close()
             self._fetcher = None
@@ -107,11 +121,16 @@ class TaskReader:
         broker_only: set = set()    # partitions that fell back: the rest of them goes via broker
         on_purpose = self.options.fetch_remote_fallback == "always"
         remote = [] if on_purpose else [r for r in task.ranges if isinstance(r, RemoteRange)]
-        # the fetcher's concurrency, not the option's: a byte-rate quota makes it one (see fetcher)
-        prefetch = RangePrefetcher(self.fetcher, remote, self.fetcher.config.concurrency) if remote else None
+        self._stopped = False
+        self._reading += 1
+        prefetch = None
         index = 0                   # position of the next tiered range in ``remote``
         try:
+            if remote:   # the fetcher's concurrency, not the option's: a byte-rate quota makes it one
+                prefetch = RangePrefetcher(self.fetcher, remote, self.fetcher.config.concurrency)
+                self._prefetchers.add(prefetch)
             for r in task.ranges:
+                self._check_stopped()
                 key = (r.topic, r.partition)
                 self.metrics.scope(r.topic, r.partition)
                 if isinstance(r, RemoteRange) and on_purpose:
@@ -119,6 +138,7 @@ class TaskReader:
                     self.metrics.fell_back(ALWAYS)
                 elif isinstance(r, RemoteRange):
                     i, index = index, index + 1
+                    assert prefetch is not None          # every tiered range is in it
                     if key in broker_only:
                         prefetch.skip(i)
                 else:
@@ -132,6 +152,7 @@ class TaskReader:
                                 [(a.producer_id, a.first_offset) for a in info.aborted] if info else (),
                                 info.last_stable_offset if info else None)
                         flt = filters[key]
+                    assert prefetch is not None
                     next_offset = yield from self._read_remote(r, flt, prefetch.pieces(i))
                     if next_offset is not None:
                         broker_only.add(key)
@@ -142,8 +163,14 @@ class TaskReader:
                     yield from self._read_broker(r.topic, r.partition, r.offset_start, r.offset_end,
                                                  fallback=isinstance(r, RemoteRange))
         finally:
+            self._reading -= 1
             if prefetch is not None:
                 prefetch.close()
+                self._prefetchers.discard(prefetch)
+
+    def _check_stopped(self) -> None:
+        if self._stopped:
+            raise PrefetchClosed("this task's reader was closed while it read")
 
     def _read_remote(self, r, flt, pieces):
         """Generator: yields batches; returns None when done, or the offset to continue from
@@ -245,6 +272,7 @@ class TaskReader:
         committed = self.options.read_committed
         offset = start
         while offset < end:
+            self._check_stopped()
             try:
                 fr = self.client.fetch(topic, partition, offset, isolation_level=1 if committed else 0,
                                        request_remote_location=False)
@@ -357,7 +385,7 @@ def _batch_bytes(data, offset_start: int, offset_end: int) -> int:
         return 0
 
 
-def _backend_name(options) -> str:
+def backend_name(options) -> str:
     """The storage backend tag of a reader's metrics (the fetcher class's ``backend``)."""
     storage = options.storage
     if not options.fetch_remote_enabled or not storage.configured:

@@ -65,7 +65,7 @@ class FetcherConfigFields:
     """The fields of :class:`FetcherConfig` that are one option each."""
     #: ``remote.storage.fetcher``: fetcher name: s3, gcs, azure, fsspec, presigned, or one registered under the entry-point group kafka_tiered_source.fetchers
     fetcher: str | None = None
-    #: ``remote.storage.fetcher.class``: dotted path (pkg.mod:Class) of your own RemoteStorageFetcher subclass; wins over remote.storage.fetcher
+    #: ``remote.storage.fetcher.class``: dotted path (pkg.mod:Class) of your own ByteRangeStore (or RemoteStorageFetcher) subclass; wins over remote.storage.fetcher
     fetcher_class: str | None = None
     #: ``remote.storage.layout``: object layout: aiven (default), kafka-local-tiered or template
     layout: Layout = "aiven"

@@ -367,6 +367,16 @@ def include_headers(options: Mapping[str, str]) -> bool:
     return False
 
 
+def with_default_client_id(options: Mapping[str, str], name: str | None) -> dict:
+    """A copy of ``options`` with ``client.id`` = ``name`` (a Spark read's default: the
+    application's name) unless ``client.id`` or ``kafka.client.id`` is given.  Every Spark entry
+    point (the format, ``read()``, ``estimate()``, ``describe_read()``) defaults it here."""
+    opts = dict(options)
+    if name and not any(str(k).lower() in ("client.id", "kafka.client.id") for k in opts):
+        opts["client.id"] = name
+    return opts
+
+
 def client_properties(options: ReadOptions) -> dict:
     """Kafka client properties from :class:`ReadOptions` (``kafka.*`` with the prefix stripped)."""
     props = dict(options.kafka)

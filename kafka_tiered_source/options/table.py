@@ -179,13 +179,17 @@ OPTIONS: tuple[Option, ...] = (
     O("remote.segment.locator", "source", "how tiered segments are found: `auto` (KIP-1248 answers, then "
       "`__remote_log_metadata`, then listing the store), `kip1248`, `metadata-topic` or `listing`",
       choice("Locator", LOCATORS), "auto", field="segment_locator"),
+    O("pushFilters", "source", "filter pushdown for batch reads (Spark 4.1+): `auto` follows Spark's "
+      "spark.sql.python.filterPushdown.enabled as seen from Spark's planner process; `true` or `false` says it "
+      "outright (`true` needs that setting on: Spark refuses a pushdown reader otherwise)",
+      Parser(partial(v.choice, choices=("auto", "true", "false")), "str"), "auto"),
     O("remote.log.metadata.topic", "source", "the topic today's brokers keep tiered segments in "
       "(TopicBasedRemoteLogMetadataManager)", NONEMPTY, "__remote_log_metadata", field="metadata_topic"),
     # -- where the objects are -------------------------------------------------------------------
     O("remote.storage.fetcher", "storage", "fetcher name: s3, gcs, azure, fsspec, presigned, or one registered "
       "under the entry-point group kafka_tiered_source.fetchers", NAME, field="fetcher"),
-    O("remote.storage.fetcher.class", "storage", "dotted path (pkg.mod:Class) of your own RemoteStorageFetcher "
-      "subclass; wins over remote.storage.fetcher", STRIPPED, field="fetcher_class"),
+    O("remote.storage.fetcher.class", "storage", "dotted path (pkg.mod:Class) of your own ByteRangeStore "
+      "(or RemoteStorageFetcher) subclass; wins over remote.storage.fetcher", STRIPPED, field="fetcher_class"),
     O("remote.storage.layout", "storage", "object layout: aiven (default), kafka-local-tiered or template",
       choice("Layout", LAYOUTS), "aiven", field="layout"),
     O("remote.storage.layout.template", "storage", "format string of the template layout, fields {prefix} {topic} "
@@ -202,7 +206,8 @@ OPTIONS: tuple[Option, ...] = (
     O("remote.storage.s3.access.key.id", "s3", "access key id (default: the standard credential chain)", secret=True),
     O("remote.storage.s3.secret.access.key", "s3", "secret access key", secret=True),
     O("remote.storage.s3.session.token", "s3", "session token", secret=True),
-    O("remote.storage.s3.path.style.access", "s3", "true for path-style addressing (default: true with an endpoint)"),
+    O("remote.storage.s3.path.style.access", "s3", "true for path-style addressing (default: true with an endpoint)",
+      LENIENT_BOOL),
     O("remote.storage.gcs.bucket", "gcs", "bucket"),
     O("remote.storage.gcs.endpoint", "gcs", "endpoint URL (emulator); default Google"),
     O("remote.storage.gcs.project", "gcs", "project"),

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def wanted(options, fetcher) -> bool:
     """Whether manifests are shipped at all: the Aiven layout with a manifest-reading fetcher."""
-    return options.storage.layout == "aiven" and fetcher is not None and fetcher.reads_manifests
+    return options.storage.layout == "aiven" and fetcher is not None and fetcher.layout.reads_manifests
 
 
 class ManifestShipping:
@@ -37,7 +37,7 @@ class ManifestShipping:
 
     def keep(self, seg: RemoteSegment) -> None:
         """Keep what the reader needs of a manifest the fetcher has just read (no GET)."""
-        m = self.fetcher.cached_manifest(seg)
+        m = self.fetcher.layout.cached_manifest(seg)
         if m is not None:
             self._infos[_key(seg)] = aiven.ManifestInfo.of(m)
 
@@ -54,7 +54,7 @@ class ManifestShipping:
             failed = self.reads is not None and self.reads.storage_failed is not None
             if key not in self._infos and readers[key] > 1 and not failed:
                 try:
-                    self._infos[key] = aiven.ManifestInfo.of(self.fetcher.manifest(r.segment))
+                    self._infos[key] = aiven.ManifestInfo.of(self.fetcher.layout.manifest(r.segment))
                 except RemoteStorageError as exc:   # the executors try again, with their fallback
                     log.info("manifest of %r not read while planning: %s", r.segment, exc)
                     self._infos[key] = None

@@ -189,10 +189,11 @@ def _estimate(spark, options, row_filter, check: bool = True, **kw) -> Estimate:
     and, offline, what finding offsets for timestamps reads (a time index, an offset index and
     a few KiB of log per partition).  Those are not counted in the estimate."""
     from ..options import ReadOptions
+    from ..options.read import with_default_client_id
     from .checked import plan_read
     opts = dict(options or {})
     opts.update(kw)
-    if spark is not None and not any(str(k).lower() in ("client.id", "kafka.client.id") for k in opts):
-        opts["client.id"] = spark.conf.get("spark.app.name")   # classic and Connect alike
+    if spark is not None:   # spark.app.name: classic and Connect alike
+        opts = with_default_client_id(opts, spark.conf.get("spark.app.name"))
     read_options = ReadOptions.parse(opts)
     return estimate_checked(plan_read(read_options, row_filter), read_options, check)

@@ -202,7 +202,7 @@ class StoreListing:
                             base_offset=base, end_offset=base - 1, size_bytes=objects.get("log"))
         if self.config.layout != "aiven":
             return seg
-        m = self.fetcher.manifest(seg)
+        m = self.fetcher.layout.manifest(seg)
         end = base - 1
         meta = m.remote_log_segment_metadata
         if isinstance(meta, dict) and isinstance(meta.get("endOffset"), int) \

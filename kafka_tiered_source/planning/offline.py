@@ -200,7 +200,7 @@ def plan_offline(options, row_filter=None) -> Plan:
     """Plan a read from remote storage alone (``options.offline``)."""
     from ..storage.registry import create_fetcher
     fetcher = create_fetcher(options.storage)
-    if options.storage.layout == "aiven" and not fetcher.reads_manifests:
+    if options.storage.layout == "aiven" and not fetcher.layout.reads_manifests:
         fetcher.close()
         raise ConfigError(f"fetcher {type(fetcher).__name__} cannot read Aiven manifests, which "
                           f"offline planning needs; use an ObjectStoreFetcher subclass",

@@ -64,10 +64,10 @@ def planning_failed(exc: RemoteStorageError) -> StoragePreflightError | None:
 
 def probe(fetcher, segment, byte_start: int) -> None:
     """One cheap request for ``segment``: its Aiven manifest (and its data key), or one byte."""
-    if fetcher.reads_manifests and getattr(fetcher.config, "layout", None) == "aiven":
-        manifest = fetcher.manifest(segment)
+    if fetcher.layout.reads_manifests:
+        manifest = fetcher.layout.manifest(segment)
         if manifest.encryption is not None:
-            fetcher.cipher(manifest.encryption, None)
+            fetcher.layout.cipher(manifest.encryption, None)
         return
     fetcher.fetch_log_segment(segment, byte_start, byte_start + 1)
 
@@ -116,7 +116,7 @@ def preflight(planned, options, fetcher=None, observer=None) -> list:
         if info.encryption is not None:
             with _fetcher(options, fetcher, observer) as f:
                 try:
-                    f.cipher(info.encryption, None)
+                    f.layout.cipher(info.encryption, None)
                 except SegmentDecryptionError as exc:
                     raise _fail(exc, f"cannot open segments of key pair {exc.key_id!r}") from None
         return tasks
@@ -188,7 +188,7 @@ def _with_manifest(tasks: list, segment, fetcher) -> list:
 
     from ..storage import aiven
     from .tasks import ReadTask, RemoteRange
-    manifest = fetcher.cached_manifest(segment)
+    manifest = fetcher.layout.cached_manifest(segment)
     info = aiven.ManifestInfo.of(manifest) if manifest is not None else None
     if info is None:
         return tasks

@@ -148,6 +148,11 @@ class BrokerClient:
                 c.close()
             self._conns.clear()
 
+    def open_connections(self) -> list:
+        """The connections open now, to any broker (none is opened here)."""
+        with self._lock:
+            return [c for c in list(self._conns.values()) + self._bootstrap if c.connected]
+
     # -- plumbing
 
     def backoff(self, attempt: int) -> None:

@@ -8,10 +8,11 @@ the rest of the package works without it.
 from __future__ import annotations
 
 
-def register(spark) -> None:
-    """Register the ``kafka-tiered`` format with ``spark`` (a ``SparkSession``)."""
-    from .datasource import KafkaTieredDataSource
-    spark.dataSource.register(KafkaTieredDataSource)
+def register(spark, metrics_dir: str | None = None) -> None:
+    """Register the ``kafka-tiered`` format with ``spark`` (a ``SparkSession``): the same
+    registration as ``kafka_tiered_source.register`` (:func:`.metrics.install`)."""
+    from .metrics import install
+    install(spark, metrics_dir)
 
 
 __all__ = ["register"]

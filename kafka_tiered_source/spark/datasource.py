@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..options import ReadOptions
-from ..options.read import log_ignored
+from ..options.read import log_ignored, with_default_client_id
+from .metrics import SessionContext, with_metrics_dir
 from .schema import ddl
-from .metrics import with_metrics_dir
 
 log = logging.getLogger(__name__)
 
@@ -32,29 +32,24 @@ class KafkaTieredDataSource(DataSource):
     """``spark.read.format("kafka-tiered")``.
 
     The parsed :class:`ReadOptions` travel with the instance when Spark pickles it, so options
-    are parsed once, in the process that creates the DataFrame.
+    are parsed once, in the process that creates the DataFrame.  ``context`` is what
+    ``kafka_tiered_source.register(spark)`` knows of its session (metrics channel, application
+    name and id; :func:`for_session`); the class Spark finds by itself has none.
     """
 
-    # Set on the subclass kafka_tiered_source.register(spark) registers (metrics/spark.py):
-    # the driver's metrics accumulator and the Spark application's name (default client.id).
-    _kts_accumulator = None
-    _kts_app_name = None
-    _kts_app_id = None
-    # Set by register(spark) on Spark Connect (no accumulator there): the session's metrics
-    # directory, or the session id whose default directory the tasks write to (spark/metrics.py).
-    _kts_metrics_dir = None
-    _kts_session = None
+    context: SessionContext = SessionContext()
 
     def __init__(self, options):
-        if self._kts_app_name and not any(str(k).lower() in ("client.id", "kafka.client.id")
-                                          for k in options):
-            options = {**dict(options), "client.id": self._kts_app_name}
+        ctx = self.context
+        options = with_default_client_id(options, ctx.app_name)
         super().__init__(options)
         # The same source serves spark.read and spark.readStream, and Spark does not say which
         # when it creates it: the options are checked as a batch read's (errors surface at
         # load()), and streamReader() parses them again as a stream's.
         self.read_options = with_metrics_dir(ReadOptions.parse(options, warn_ignored=False),
-                                             self._kts_metrics_dir, self._kts_session)
+                                             ctx.metrics_dir, ctx.session)
+        from .pushdown import setting
+        setting(options)    # a bad pushFilters fails at load() too
         storage = self.read_options.storage
         if self.read_options.fetch_remote_enabled and storage.configured:
             # An unknown fetcher name or class is an options error too: find it at load time,
@@ -73,16 +68,35 @@ class KafkaTieredDataSource(DataSource):
         for name in self.read_options.ignored:
             log_ignored(name)
         # Filter pushdown only where Spark has it on: it refuses a reader with pushFilters
-        # otherwise (spark/pushdown.py says how the setting is known here)
+        # otherwise (the pushFilters option, or what spark/pushdown.py detects)
         from .pushdown import KafkaTieredPushdownReader, pushdown_enabled
-        cls = KafkaTieredPushdownReader if pushdown_enabled() else KafkaTieredReader
-        return cls(self.read_options, self._kts_accumulator, self._kts_app_id)
+        cls = KafkaTieredPushdownReader if pushdown_enabled(self.options) else KafkaTieredReader
+        return cls(self.read_options, self.context.accumulator, self.context.app_id)
 
     def streamReader(self, schema):
         from .stream import KafkaTieredStreamReader
+        ctx = self.context
         return KafkaTieredStreamReader(with_metrics_dir(ReadOptions.parse(self.options, streaming=True),
-                                                        self._kts_metrics_dir, self._kts_session),
-                                       self._kts_accumulator, self._kts_app_id)
+                                                        ctx.metrics_dir, ctx.session),
+                                       ctx.accumulator, ctx.app_id)
+
+
+def for_session(context: SessionContext) -> type[KafkaTieredDataSource]:
+    """The data source that ``register(spark)`` registers: :class:`KafkaTieredDataSource` with
+    the session's ``context``.  Spark 4.3 creates data sources in worker processes with no
+    SparkContext (``__init__``, ``partitions()``), so the context must travel inside the class
+    Spark pickles.  Defined here, its qualified name (``for_session.<locals>...``) cannot be
+    imported, which is what makes cloudpickle ship it by value, context and all; the class
+    Spark finds by itself (``pyspark_kafka_tiered``) is the base, imported by name."""
+
+    class KafkaTieredDataSource(_Base):
+        pass
+
+    KafkaTieredDataSource.context = context
+    return KafkaTieredDataSource
+
+
+_Base = KafkaTieredDataSource
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,9 @@ def describe_read(spark, options: dict) -> str:
     """Plan the read of ``options`` (as for ``spark.read.format("kafka-tiered")``) on the
     driver, set it as the description of the jobs this thread submits next, and return it."""
     from ..options import ReadOptions
+    from ..options.read import with_default_client_id
     from ..planning import plan
-    opts = dict(options)
-    if not any(str(k).lower() in ("client.id", "kafka.client.id") for k in opts):
-        opts["client.id"] = spark.sparkContext.appName
-    text = describe(plan(ReadOptions.parse(opts)))
+    from .session import app_name
+    text = describe(plan(ReadOptions.parse(with_default_client_id(options, app_name(spark)))))
     spark.sparkContext.setJobDescription(text)
     return text

@@ -4,11 +4,12 @@ Classic Spark (a SparkContext in this process): a Spark accumulator.  Spark 4.3 
 data source's ``__init__``/``schema()`` and ``partitions()`` in worker processes, never in the
 driver's Python process, so the data source itself cannot create one (there is no SparkContext
 there).  :func:`install` (called by ``kafka_tiered_source.register(spark)``) creates it on the
-driver and registers a subclass of the data source that carries it (cloudpickle ships the
-dynamically made class by value, the accumulator inside it), together with the application name
-(the default ``client.id``) and id.  Tasks add their
+driver and registers the data source with the session's :class:`SessionContext` (the
+accumulator, the application name, the default ``client.id``, and id), which travels inside the
+registered class (``datasource.for_session``).  Tasks add their
 :class:`~kafka_tiered_source.metrics.reader.ReadTotals` to it; ``kafka_tiered_source.read()``
-captures the same accumulator in its task function.
+captures the same accumulator in its task function.  The accumulators are held by weak
+reference to their SparkContext: a stopped context is not kept alive here.
 
 Spark Connect (no SparkContext, no accumulators, and the client may run on another machine
 than the driver and the executors): a metrics directory
@@ -30,6 +31,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import weakref
+from dataclasses import dataclass
 
 from ..metrics.reader import ReadHistory
 from .session import app_id, app_name, check_format, is_connect, session_id
@@ -37,8 +40,22 @@ from .session import app_id, app_name, check_format, is_connect, session_id
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_accumulators: dict = {}     # id(SparkContext) -> (SparkContext, Accumulator)
+# SparkContext -> its accumulator; weak keys: a stopped and dropped context goes with its entry
+_accumulators: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _connect_dirs: dict = {}     # Connect session id -> the session's metrics directory, or None
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What ``register(spark)`` tells the data source of its session: where task totals go
+    (``accumulator`` on classic sessions; ``metrics_dir`` / ``session`` on Connect), the
+    application name (the default ``client.id``) and id.  Small and picklable: it travels
+    inside the registered class."""
+    accumulator: object = None
+    app_name: str | None = None
+    app_id: str | None = None
+    metrics_dir: str | None = None
+    session: str | None = None
 
 
 def _param():
@@ -62,11 +79,10 @@ def accumulator(spark):
     """The session's accumulator (created on first use, on the driver); classic sessions only."""
     sc = spark.sparkContext
     with _lock:
-        entry = _accumulators.get(id(sc))
-        if entry is None or entry[0] is not sc:
-            entry = (sc, sc.accumulator(ReadHistory(), _param()))
-            _accumulators[id(sc)] = entry
-        return entry[1]
+        acc = _accumulators.get(sc)
+        if acc is None:
+            acc = _accumulators[sc] = sc.accumulator(ReadHistory(), _param())
+        return acc
 
 
 class MetricsSink:
@@ -114,20 +130,28 @@ def install(spark, metrics_dir: str | None = None) -> None:
     ``metrics_dir``: the base of the session's metrics directory (Connect; optional on classic,
     where the accumulator is the channel and the files are an extra copy)."""
     check_format(spark)       # before importing the data source: Spark 3.x has no pyspark.sql.datasource
-    from .datasource import KafkaTieredDataSource
-    attrs = {"_kts_app_name": app_name(spark), "_kts_app_id": app_id(spark), "__module__": __name__,
-             # not an attribute of this module: cloudpickle then ships the class by value
-             "__qualname__": "KafkaTieredDataSource<tracked>"}
+    from .datasource import for_session
     base = metrics_dir.rstrip("/") if metrics_dir else None
     if is_connect(spark):
         sid = session_id(spark)
         directory = f"{base}/{sid}" if base else None
         _connect_dirs[sid] = directory
-        attrs.update(_kts_metrics_dir=directory, _kts_session=sid)
+        context = SessionContext(app_name=app_name(spark), app_id=app_id(spark), metrics_dir=directory,
+                                 session=sid)
     else:
-        attrs.update(_kts_accumulator=accumulator(spark),
-                     _kts_metrics_dir=f"{base}/{session_id(spark)}" if base else None)
-    spark.dataSource.register(type("KafkaTieredDataSource", (KafkaTieredDataSource,), attrs))
+        context = SessionContext(accumulator(spark), app_name(spark), app_id(spark),
+                                 f"{base}/{session_id(spark)}" if base else None)
+    try:
+        spark.dataSource.register(for_session(context))
+    except Exception as exc:
+        # Spark 4.0 refuses to replace a statically registered source (pyspark_kafka_tiered,
+        # when this package is installed); 4.1+ replace it with a warning
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+        log.warning("kafka-tiered: Spark %s keeps the automatically registered kafka-tiered source, so "
+                    "this session's reads report no totals to last_read_stats(spark) and their client.id "
+                    "defaults to 'kafka-tiered'; give reads metrics.dir (and last_read_stats the same "
+                    "metrics_dir), or use kafka_tiered_source.read(spark, ...)", spark.version)
 
 
 def read_history(spark, metrics_dir: str | None = None) -> ReadHistory:

@@ -7,35 +7,59 @@ reads less with them (partitions, offset ranges, tiered segments before a timest
 task applies them to each Arrow batch, so the rows are the ones Spark's own filtering gives.
 
 Spark refuses a reader class that defines ``pushFilters`` when the setting is off
-(``DATA_SOURCE_PUSHDOWN_DISABLED``), so :func:`pushdown_enabled` tells
-``KafkaTieredDataSource.reader()`` which reader to return.  The setting never reaches a data
-source directly: ``reader()`` runs in a planner Python process with no SparkSession
-(``SparkSession.getActiveSession()`` is None there) and its options are only the user's.  What
-Spark 4.1-4.3 do (checked on a local[2] session): with the setting on and filters to push, the
-JVM runs ``pyspark.sql.worker.data_source_pushdown_filters``, which calls ``reader()`` and then
-``pushFilters``; otherwise it runs ``pyspark.sql.worker.plan_data_source_read``, which reads the
-setting into its local ``enable_pushdown`` before calling ``reader()`` and refuses a pushdown
-reader when it is false.  :func:`pushdown_enabled` looks at its callers' frames for exactly
-those two; anywhere else (a later Spark, a reader built by hand) it answers False, so the plain
-reader is used and Spark filters every row itself, which is always correct.
+(``DATA_SOURCE_PUSHDOWN_DISABLED``), so ``KafkaTieredDataSource.reader()`` must know the setting,
+which never reaches a data source: ``reader()`` runs in a planner Python process with no
+SparkSession, and its options are only the user's.  The option ``pushFilters`` says it:
+``true`` and ``false`` outright (no guessing: set it to what the session's setting is), and
+``auto`` (the default) by :func:`detect`, which recognises the planner processes of Spark
+4.1-4.3 (checked on each, tests/test_pushdown_versions.py): with the setting on and filters to
+push, the JVM runs ``pyspark.sql.worker.data_source_pushdown_filters``, which calls ``reader()``
+and then ``pushFilters``; otherwise it runs ``pyspark.sql.worker.plan_data_source_read``, which
+reads the setting into its local ``enable_pushdown`` before calling ``reader()``.  Anywhere else
+(Spark 4.0, a later Spark that moves these, a reader built by hand) ``auto`` answers no: the
+plain reader, and Spark filters every row itself, which is always correct.
 """
 from __future__ import annotations
 
 import logging
 import sys
+from types import FrameType
+from typing import Mapping
 
+from ..options.table import BY_KEY
 from .datasource import KafkaTieredReader, plan_partitions, read_partition
 
 log = logging.getLogger(__name__)
 
+OPTION = "pushFilters"
 _PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
 _PLAN_WORKER = "pyspark.sql.worker.plan_data_source_read"
 
 
-def pushdown_enabled() -> bool:
-    """Whether the Spark planner process calling ``DataSource.reader()`` has
-    ``spark.sql.python.filterPushdown.enabled`` on (module docstring)."""
-    frame = sys._getframe(1)
+def setting(options: Mapping[str, str]) -> str:
+    """``auto``, ``true`` or ``false``: the ``pushFilters`` option of a (case-insensitive)
+    option map, checked (a bad value is a ConfigError naming the option)."""
+    option = BY_KEY[OPTION.lower()]
+    for key, raw in options.items():
+        if str(key).lower() == option.key:
+            return option.value(raw)
+    return option.default
+
+
+def pushdown_enabled(options: Mapping[str, str] | None = None) -> bool:
+    """Whether ``DataSource.reader()`` should return the pushdown reader: ``pushFilters`` when
+    it says so, else what :func:`detect` sees of Spark's setting."""
+    chosen = setting(options or {})
+    if chosen != "auto":
+        return chosen == "true"
+    return detect()
+
+
+def detect() -> bool:
+    """``spark.sql.python.filterPushdown.enabled`` of the Spark planner process calling
+    ``DataSource.reader()``, from its callers' frames (module docstring); False where it cannot
+    be told."""
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__")
         if module == _PUSHDOWN_WORKER:
@@ -45,8 +69,8 @@ def pushdown_enabled() -> bool:
         frame = frame.f_back
     # Not silent: a later Spark that moves these makes every read filter row by row in Spark.
     log.info("kafka-tiered: cannot tell whether Spark pushes filters down here (called outside "
-             "%s and %s); reading without pushdown, Spark filters every row", _PUSHDOWN_WORKER,
-             _PLAN_WORKER)
+             "%s and %s); reading without pushdown, Spark filters every row (set the option %s=true "
+             "where spark.sql.python.filterPushdown.enabled is on)", _PUSHDOWN_WORKER, _PLAN_WORKER, OPTION)
     return False
 
 

@@ -25,6 +25,7 @@ import pickle
 import uuid
 
 from ..options import ReadOptions
+from ..options.read import with_default_client_id
 from .metrics import MetricsSink
 from .planned import plan_checked
 from .schema import ddl
@@ -36,11 +37,9 @@ log = logging.getLogger(__name__)
 def read(spark, options: dict | None = None, **kw):
     """A DataFrame of the records the options select, in Spark's Kafka schema."""
     check_read_api(spark)
-    opts = {str(k): _option_value(v) for k, v in dict(options or {}).items()}
+    opts: dict = {str(k): _option_value(v) for k, v in dict(options or {}).items()}
     opts.update({str(k): _option_value(v) for k, v in kw.items()})
-    if not any(k.lower() in ("client.id", "kafka.client.id") for k in opts):
-        opts["client.id"] = app_name(spark)
-    read_options = ReadOptions.parse(opts)
+    read_options = ReadOptions.parse(with_default_client_id(opts, app_name(spark)))
     tasks, carried = plan_checked(read_options)
     sink = MetricsSink.of(spark)
     run = task_function(read_options, [pickle.dumps(t, protocol=pickle.HIGHEST_PROTOCOL) for t in tasks],
@@ -70,7 +69,7 @@ def task_function(options: ReadOptions, task_blobs: list, plan_id: str, sink: Me
     return run
 
 
-def _option_value(value) -> str:
+def _option_value(value) -> str | None:
     """As ``DataFrameReader.option`` turns values into strings (booleans lower-case)."""
     if isinstance(value, bool):
         return "true" if value else "false"

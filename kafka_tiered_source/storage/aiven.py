@@ -290,7 +290,7 @@ class SegmentIndexes:
     def from_dict(cls, d: Mapping, location: str | None = None) -> "SegmentIndexes":
         if not isinstance(d, Mapping):
             raise SegmentFormatError("manifest segmentIndexes is not an object", location=location)
-        vals = {}
+        vals: dict[str, SegmentIndex | None] = {}
         for jname, attr in cls._JSON:
             v = d.get(jname)
             if v is None:
@@ -311,7 +311,7 @@ class SegmentIndexes:
                         f"manifest segmentIndexes.{jname}.{n} must be a non-negative int32, got {x!r}",
                         location=location)
             vals[attr] = SegmentIndex(pos, size)
-        return cls(**vals)
+        return cls(**vals)  # type: ignore[arg-type]  # the four required ones were checked
 
 
 @dataclass(frozen=True)
@@ -470,32 +470,33 @@ def _zstd_capped(data, cap: int, what: str, location) -> bytes:
 
 def decompress_chunk(data: bytes, chunk: Chunk, location: str | None = None, *,
                      size: int | None = None) -> bytes:
-    """zstd-decompress one transformed chunk, checking it yields exactly its original size.
-    ``size``: the length the frame must have when it is not the chunk's transformed size (it
-    was decrypted first)."""
+    """zstd-decompress one transformed chunk, checking it is exactly one complete frame that
+    yields exactly its original size.  ``size``: the length the frame must have when it is not
+    the chunk's transformed size (it was decrypted first).
+
+    One pass, bounded by the chunk's original size: a frame that declares another size is
+    refused before anything is allocated, and one that declares none is decompressed into at
+    most the original size (libzstd stops there; a declared size it also enforces per block)."""
     import zstandard
+    where = f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}"
     expected = chunk.transformed_size if size is None else size
     if len(data) != expected:
-        raise SegmentFormatError(
-            f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: got "
-            f"{len(data)} bytes, the chunk index says {expected}", location=location)
-    where = f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}"
-    # Never let a frame's own claims decide how much memory it gets: bounded first, then exact.
-    _zstd_capped(data, chunk.original_size, where, location)
+        raise SegmentFormatError(f"{where}: got {len(data)} bytes, the chunk index says {expected}",
+                                 location=location)
     try:
-        dobj = zstandard.ZstdDecompressor().decompressobj()
-        out = dobj.decompress(data)
-        complete = dobj.eof and not dobj.unused_data
+        declared = zstandard.frame_content_size(data)
+        if declared >= 0 and declared != chunk.original_size:
+            raise SegmentFormatError(f"{where}: zstd frame declares {declared} bytes, the chunk index says "
+                                     f"{chunk.original_size}", location=location)
+        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=max(chunk.original_size, 1),
+                                                      allow_extra_data=False)
     except zstandard.ZstdError as exc:
-        raise SegmentFormatError(
-            f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: "
-            f"zstd error {exc}", location=location) from None
-    if not complete:
-        raise SegmentFormatError(
-            f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: "
-            "not exactly one complete zstd frame", location=location)
+        text = str(exc)
+        if "full frame" in text or "unused data" in text:
+            raise SegmentFormatError(f"{where}: not exactly one complete zstd frame of at most "
+                                     f"{chunk.original_size} bytes ({text})", location=location) from None
+        raise SegmentFormatError(f"{where}: zstd error {text}", location=location) from None
     if len(out) != chunk.original_size:
-        raise SegmentFormatError(
-            f"chunk {chunk.id} at transformed byte position {chunk.transformed_position}: "
-            f"decompressed to {len(out)} bytes, expected {chunk.original_size}", location=location)
+        raise SegmentFormatError(f"{where}: decompressed to {len(out)} bytes, expected {chunk.original_size}",
+                                 location=location)
     return out

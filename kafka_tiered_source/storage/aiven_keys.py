@@ -76,7 +76,7 @@ def decode_custom_metadata(data: bytes | None) -> dict:
     tagged-fields reader does.  Malformed input raises :class:`SegmentFormatError` naming the
     byte position.
     """
-    result = {"remote_size": None, "object_prefix": None, "object_key": None}
+    result: dict[str, int | str | None] = {"remote_size": None, "object_prefix": None, "object_key": None}
     if not data:
         return result
     data = bytes(data)

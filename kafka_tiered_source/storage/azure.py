@@ -8,11 +8,12 @@ Parts up to 32 MiB are one GET (the SDK's ``max_single_get_size``).
 """
 from __future__ import annotations
 
-from ..errors import RemoteTimeout
-from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
+from ..errors import RemoteAccessDenied, RemoteConnectionError, RemoteObjectNotFound, RemoteTimeout
+from .fetcher import ObjectStoreFetcher
+from .store import ByteRangeStore, classify_status
 
 
-class AzureFetcher(ObjectStoreFetcher):
+class AzureStore(ByteRangeStore):
     backend = "azure"
     requires = ("adlfs", "azure.storage.blob")
 
@@ -50,7 +51,7 @@ class AzureFetcher(ObjectStoreFetcher):
                     self._fs = fs
         return self._fs
 
-    def _location(self, key: str) -> str:
+    def location(self, key: str) -> str:
         name = self.config.option("remote.storage.azure.account.name") or "account"
         return f"az://{name}/{self._container}/{key}"
 
@@ -63,23 +64,34 @@ class AzureFetcher(ObjectStoreFetcher):
                 read_timeout=c.read_timeout_ms / 1000.0)
             return await stream.readall()
 
-    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+    def get_range(self, key: str, start: int, end: int | None) -> bytes:
+        return self._run(self.location(key), lambda fs: self._aget(fs, key, start, end))
+
+    def stat(self, key: str) -> int:
+        """The blob's size from its properties."""
+        async def size(fs):
+            async with fs.service_client.get_blob_client(container=self._container, blob=key) as bc:
+                props = await bc.get_blob_properties(
+                    retry_total=0, connection_timeout=self.config.connect_timeout_ms / 1000.0,
+                    read_timeout=self.config.read_timeout_ms / 1000.0)
+                return int(props.size)
+        return self._run(self.location(key), size)
+
+    def _run(self, location: str, make):
+        """Run ``make(fs)``'s coroutine on adlfs's loop, its failures mapped onto the error table."""
         from azure.core.exceptions import (ClientAuthenticationError, HttpResponseError,
                                            ResourceNotFoundError, ServiceRequestError,
                                            ServiceRequestTimeoutError, ServiceResponseError,
                                            ServiceResponseTimeoutError)
         from fsspec.asyn import sync
-        location = self._location(key)
         fs = self._filesystem()
         try:
-            return sync(fs.loop, self._aget, fs, key, start, end)
-        except ResourceNotFoundError as exc:
-            mapped = classify_status(404, getattr(exc, "error_code", None), "", location=location,
-                                     backend=self.backend)
-            raise mapped from None
+            return sync(fs.loop, make, fs)
+        except ResourceNotFoundError:
+            raise RemoteObjectNotFound("object not found (404)", location=location, backend=self.backend) from None
         except ClientAuthenticationError:
-            raise classify_status(403, "AuthenticationFailed", "", location=location,
-                                  backend=self.backend) from None
+            raise RemoteAccessDenied("access denied (403 AuthenticationFailed)", location=location,
+                                     backend=self.backend) from None
         except HttpResponseError as exc:
             status = exc.status_code or 0
             code = getattr(exc, "error_code", None)   # a StorageErrorCode enum (str subclass)
@@ -98,12 +110,12 @@ class AzureFetcher(ObjectStoreFetcher):
             raise RemoteConnectionError(f"connection failed: {type(exc).__name__}", location=location,
                                         backend=self.backend) from None
 
-    def list_objects(self, prefix: str = ""):
+    def list(self, prefix: str = ""):
         """``list_blobs(name_starts_with=prefix)`` on the container, page by page."""
         from azure.core.exceptions import AzureError, HttpResponseError
         from fsspec.asyn import sync
         fs = self._filesystem()
-        location = self._location(prefix)
+        location = self.location(prefix)
 
         async def collect():
             out = []
@@ -125,5 +137,10 @@ class AzureFetcher(ObjectStoreFetcher):
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"AzureFetcher(account={c.option('remote.storage.azure.account.name')!r}, "
+        return (f"AzureStore(account={c.option('remote.storage.azure.account.name')!r}, "
                 f"container={self._container!r}, layout={c.layout!r}, prefix={c.prefix!r})")
+
+
+class AzureFetcher(ObjectStoreFetcher):
+    """The ``azure`` fetcher: :class:`AzureStore` through the configured layout."""
+    store_class = AzureStore

@@ -9,81 +9,39 @@ Ranges are half-open ``[start, end)`` positions in the *original* segment bytes;
 reads to the end.  **A range past the end of the segment returns what exists** (possibly
 nothing), on every backend: the caller learns the real size from the returned length.
 
-Subclasses (one per backend) implement :meth:`ObjectStoreFetcher._get_object_range`, a single
-ranged GET that maps its failures onto the error table below; this class adds the layouts
-(Aiven manifests and chunked/compressed segments included), splitting, coalescing, concurrency,
-retries with back-off, and the observer calls.
-
-Error table (one GET attempt):
-
-=========================  ==============================  =========
-storage answer             raised                          retried
-=========================  ==============================  =========
-404 / no such key          RemoteObjectNotFound             no
-403 / access denied        RemoteAccessDenied               no
-429, 503 SlowDown, ...     RemoteThrottled                  yes
-other 5xx                  RemoteServerError                yes
-connection refused/reset   RemoteConnectionError            yes
-connect/read timeout       RemoteTimeout                    no (the reader falls back to the broker)
-416 (start past the end)   returns b""                      --
-=========================  ==============================  =========
+:class:`ObjectStoreFetcher` is the one implementation over object stores, in three layers as
+fsspec and pyarrow.fs have them: a byte-range store per backend (:mod:`.store`: one ranged GET,
+list, stat; the error table is there), a layout (:mod:`.layouts`: keys, Aiven manifests, chunk
+indexes, decryption and decompression), and this class between them: retries with back-off, the
+observer's view of every attempt, splitting into parts, coalescing, concurrency.
 """
 from __future__ import annotations
 
 import abc
+import contextvars
 import logging
 import random
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
-from ..errors import (ListingNotSupported, RemoteAccessDenied, RemoteConnectionError, RemoteObjectNotFound,
-                      RemoteServerError, RemoteStorageError, RemoteThrottled, SegmentFormatError)
-from . import aiven
+from ..errors import (ListingNotSupported, RemoteConnectionError, RemoteStorageError, RemoteThrottled)
 from ..options.storage import FetcherConfig
-from .layouts import AivenLayout, KafkaLocalTieredLayout, TemplateLayout
+from .layouts import NO_LAYOUT, Layout, layout_for
 from .observer import FetchObserver
 from .parts import Part, ReadPlan, coalesce, split
+from .store import RETRIABLE, THROTTLE_CODES, ByteRangeStore, classify_status
+
+__all__ = ["RemoteStorageFetcher", "ObjectStoreFetcher", "ByteRangeStore", "RemoteConnectionError",
+           "ListingNotSupported", "RETRIABLE", "THROTTLE_CODES", "classify_status", "cancel_scope"]
 
 log = logging.getLogger(__name__)
 
-# Error classes a retry may cure.  Timeouts are deliberately absent: a slow store is better
-# left to the broker fallback than waited on again.
-RETRIABLE = (RemoteThrottled, RemoteServerError, RemoteConnectionError)
-
-# Error codes (S3 / GCS / Azure names) that mean "slow down".
-THROTTLE_CODES = frozenset({
-    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
-    "TooManyRequests", "TooManyRequestsException", "RequestThrottled", "ProvisionedThroughputExceededException",
-    "ServerBusy", "rateLimitExceeded", "userRateLimitExceeded", "EgressIsOverAccountLimit",
-    "IngressIsOverAccountLimit",
-})
-
-
-def classify_status(status: int, code: str | None, message: str, *, location: str,
-                    backend: str) -> RemoteStorageError | None:
-    """Map an HTTP status (+ storage error code) to the error table; None for 416."""
-    if status == 416:
-        return None
-    if status == 404 or code in ("NoSuchKey", "NotFound", "BlobNotFound", "NoSuchBucket",
-                                 "ContainerNotFound", "ResourceNotFound"):
-        return RemoteObjectNotFound(f"object not found ({status} {code or ''})".rstrip(),
-                                    location=location, backend=backend)
-    if status in (401, 403) or code in ("AccessDenied", "AuthorizationFailure",
-                                        "AuthenticationFailed", "InvalidAccessKeyId",
-                                        "SignatureDoesNotMatch", "AuthorizationPermissionMismatch"):
-        return RemoteAccessDenied(f"access denied ({status} {code or ''})".rstrip(),
-                                  location=location, backend=backend)
-    if status == 429 or (code in THROTTLE_CODES) or (status == 503 and (code is None or "slow" in message.lower() or code in THROTTLE_CODES)):
-        return RemoteThrottled(f"throttled ({status} {code or ''})".rstrip(), location=location,
-                               backend=backend)
-    if status >= 500:
-        return RemoteServerError(f"server error ({status} {code or ''})".rstrip(), location=location,
-                                 backend=backend)
-    return RemoteStorageError(f"unexpected answer {status} {code or ''}".rstrip(), location=location,
-                              backend=backend)
+#: Set by a reader that may give up on GETs it started (the executor's prefetcher): once the
+#: event is set, a GET makes no further attempt and sleeps no further back-off.
+cancel_scope: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "kafka_tiered_cancel", default=None)
 
 
 class RemoteStorageFetcher(abc.ABC):
@@ -130,13 +88,16 @@ class RemoteStorageFetcher(abc.ABC):
     def iter_log_segment(self, segment, start: int = 0, end: int | None = None) -> Iterator:
         yield self.fetch_log_segment(segment, start, end)
 
-    def log_segment_parts(self, segment, start: int = 0, end: int | None = None) -> list:
+    def log_segment_parts(self, segment, start: int = 0, end: int | None = None, *,
+                          ramp: tuple = ()) -> list:
         """``[start, end)`` as GETs to run, in order: a list of callables, each returning
         ``(piece, ended)`` where ``piece`` is that part of the range and ``ended`` says the
         object ended inside it (nothing follows).  They may run concurrently and in any order;
         the pieces joined in order are the range.  A reader schedules them itself, across the
         ranges of a task, to keep GETs in flight (:mod:`kafka_tiered_source.executor.prefetch`).
-        Fetchers that do not split ranges have one part: the whole range."""
+        ``ramp``: the sizes of the first parts, smaller than the rest (a reader asks for them
+        where decoding waits for the first bytes); fetchers that do not split ranges have one
+        part, the whole range."""
         return [lambda: (self.fetch_log_segment(segment, start, end), True)]
 
     @abc.abstractmethod
@@ -148,22 +109,10 @@ class RemoteStorageFetcher(abc.ABC):
     #: read segments that only a locator (listing, the metadata topic) names.  A presigned-URL
     #: fetcher reads just the objects the broker hands URLs for.
     can_list = False
-    #: Whether :meth:`manifest` reads Aiven manifests.  Planners ask this declared capability
-    #: (offline planning needs manifests; online planning ships what it read to the tasks)
-    #: instead of probing for methods.
-    reads_manifests = False
-    #: Whether :meth:`log_segment_parts` takes ``ramp=`` (smaller leading parts), which the
-    #: prefetcher asks for where a task starts reading a partition.
-    ramps_parts = False
-
-    def manifest(self, segment) -> "aiven.SegmentManifest":
-        """The segment's Aiven manifest (fetchers with ``reads_manifests``)."""
-        raise SegmentFormatError(f"fetcher {type(self).__name__} cannot read Aiven manifests",
-                                 backend=self.backend)
-
-    def cached_manifest(self, segment) -> "aiven.SegmentManifest | None":
-        """The segment's Aiven manifest if this fetcher holds it already (no GET), else None."""
-        return None
+    #: Where the segment's objects are and how they are read (keys, Aiven manifests): planners
+    #: ask it (``fetcher.layout.manifest(segment)``).  A fetcher that resolves objects its own
+    #: way has none (no keys, no manifests).
+    layout: Layout = NO_LAYOUT
 
     def list_objects(self, prefix: str = "") -> Iterator[tuple[str, int]]:
         """``(key, size)`` of every object whose key starts with ``prefix`` (keys in the same
@@ -219,49 +168,74 @@ def _check_range(start: int, end: int | None) -> None:
 
 
 class ObjectStoreFetcher(RemoteStorageFetcher):
-    """A fetcher over an object store with ranged GETs; subclasses provide one GET."""
+    """A fetcher over a byte-range store through a layout (module docstring).
 
-    reads_manifests = True
+    A backend is its store: ``class S3Fetcher(ObjectStoreFetcher): store_class = S3Store`` (the
+    backend name, requirements and options come from the store), or any
+    :class:`~.store.ByteRangeStore` named by ``remote.storage.fetcher.class``, which the
+    registry runs in this class.  A subclass that implements ``_get_object_range(key, start,
+    end)`` itself (the shape before stores) still works: it is its own store."""
+
     can_list = True
-    ramps_parts = True
+    #: the backend's store (None: the subclass implements ``_get_object_range`` itself)
+    store_class: type[ByteRangeStore] | None = None
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        store = cls.__dict__.get("store_class")
+        if store is not None:     # the store says what the backend is, needs and accepts
+            for attr in ("backend", "requires", "options", "can_list"):
+                if attr not in cls.__dict__:
+                    setattr(cls, attr, getattr(store, attr))
+
+    def __init__(self, config: FetcherConfig | None = None, observer: FetchObserver | None = None,
+                 store: type[ByteRangeStore] | None = None):
+        self._store_class = store if store is not None else self.store_class
+        if store is not None:
+            self.backend, self.can_list = store.backend, store.can_list
+        super().__init__(config, observer)
+
+    def __reduce__(self):
+        if self._store_class is not type(self).store_class:
+            return (self.__class__, (self.config, self.observer, self._store_class))
+        return (self.__class__, (self.config, self.observer))
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
+        self.store = self._store_class(self.config) if self._store_class is not None else _OwnStore(self)
+        self.layout = self._make_layout()
+
+    def _make_layout(self) -> Layout:
+        return layout_for(self.config, self)
+
+    def __repr__(self) -> str:
         c = self.config
-        if c.layout == "aiven":
-            self.layout = AivenLayout(c.prefix)
-        elif c.layout == "kafka-local-tiered":
-            self.layout = KafkaLocalTieredLayout(c.prefix, c.padded_offsets)
-        else:
-            self.layout = TemplateLayout(c.template or "", c.prefix)
-        self._manifests: OrderedDict[str, aiven.SegmentManifest] = OrderedDict()
-        self._local = threading.local()
-        self._keyring = None
+        return (f"{self.__class__.__name__}(store={self.store!r}, layout={c.layout!r}, prefix={c.prefix!r}, "
+                f"part_size={c.part_size}, concurrency={c.concurrency})")
 
-    # -- backend edge ------------------------------------------------------------------------
-    @abc.abstractmethod
-    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
-        """One ranged GET of object bytes [start, end) (end None: to the end).  Returns fewer
-        bytes when the object is shorter, b"" when start is past its end.  Raises the error
-        table's classes; never retries."""
+    # -- the store, with retries -----------------------------------------------------------------
+    def location(self, key: str) -> str:
+        """A human, secret-free name of an object for errors and observers."""
+        return self.store.location(key)
 
-    def _location(self, key: str) -> str:
-        """A human, secret-free name of the object for errors and observers."""
-        return key
-
-    # -- retries -----------------------------------------------------------------------------
-    def _get(self, key: str, start: int, end: int | None) -> bytes:
+    def get_object(self, key: str, start: int, end: int | None) -> bytes:
+        """Object bytes ``[start, end)``: one GET, retried with back-off on the error table's
+        retriable answers; every attempt is reported to the observer."""
         if end is not None and end <= start:
             return b""
         c = self.config
-        location = self._location(key)
+        location = self.location(key)
+        cancel = cancel_scope.get()
         attempt = 0
         while True:
             attempt += 1
+            if cancel is not None and cancel.is_set():
+                raise RemoteStorageError("cancelled: the reader stopped before this GET", location=location,
+                                         backend=self.backend)
             self._before_request()
             t0 = time.monotonic()
             try:
-                data = self._get_object_range(key, start, end)
+                data = self.store.get_range(key, start, end)
             except RemoteStorageError as exc:
                 latency = time.monotonic() - t0
                 retry = isinstance(exc, RETRIABLE) and attempt < c.retry_max_attempts
@@ -272,7 +246,10 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
                     raise
                 log.debug("retrying GET of %s after %s (attempt %d), sleeping %.3fs",
                           location, type(exc).__name__, attempt, sleep)
-                time.sleep(sleep)
+                if cancel is not None:
+                    cancel.wait(sleep)
+                else:
+                    time.sleep(sleep)
                 continue
             self._report(location, len(data), time.monotonic() - t0, None, 0.0)
             return data
@@ -283,84 +260,16 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         cap = min(c.retry_backoff_max_ms, c.retry_backoff_ms * (2 ** (attempt - 1))) / 1000.0
         return cap / 2 + random.uniform(0, cap / 2)
 
-    # -- layouts -----------------------------------------------------------------------------
-    def manifest(self, segment) -> aiven.SegmentManifest:
-        """The segment's Aiven manifest, cached per fetcher (LRU, ``fetch.remote.manifest.cache.size``)."""
-        key = self.layout.key(segment, aiven.SUFFIX_MANIFEST)
-        with self._lock:
-            m = self._manifests.get(key)
-            if m is not None:
-                self._manifests.move_to_end(key)
-                return m
-        m = aiven.SegmentManifest.from_json(bytes(self._get(key, 0, None)), location=self._location(key))
-        with self._lock:
-            self._manifests[key] = m
-            while len(self._manifests) > self.config.manifest_cache_size:
-                self._manifests.popitem(last=False)
-        return m
-
-    def cached_manifest(self, segment) -> aiven.SegmentManifest | None:
-        """The segment's Aiven manifest if this fetcher holds it already (no GET), else None."""
-        if not isinstance(self.layout, AivenLayout):
-            return None
-        key = self.layout.key(segment, aiven.SUFFIX_MANIFEST)
-        with self._lock:
-            return self._manifests.get(key)
-
-    def cipher(self, encryption, location: str | None = None):
-        """The chunk cipher of an encrypted manifest's ``encryption``, from the private keys of
-        ``remote.storage.aiven.encryption.key.pairs`` (loaded once per fetcher)."""
-        from .aiven_crypto import KeyRing
-        with self._lock:
-            if self._keyring is None:
-                self._keyring = KeyRing.from_config(self.config)
-            ring = self._keyring
-        try:
-            return ring.cipher(encryption, location)
-        except SegmentFormatError as exc:
-            exc.backend = exc.backend or self.backend
-            raise
-
-    def _plan(self, segment) -> ReadPlan:
-        if isinstance(self.layout, AivenLayout):
-            key = self.layout.key(segment, aiven.SUFFIX_LOG)
-            loc = self._location(key)
-            info = segment.manifest_info
-            if info is not None:   # the planner read the manifest: no GET of it here
-                cipher = self.cipher(info.encryption, loc) if info.encryption is not None else None
-                return ReadPlan(key, info.original_file_size, info.chunk_index(loc), info.compression, cipher)
-            m = self.manifest(segment)
-            ci = m.chunk_index
-            cipher = self.cipher(m.encryption, loc) if m.encryption is not None else None
-            chunked = m.compression or cipher is not None
-            return ReadPlan(key, ci.original_file_size, ci if chunked else None, m.compression, cipher)
-        return ReadPlan(self.layout.log_key(segment), segment.size_bytes)
+    def list_objects(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """``(key, size)`` of every object under ``prefix`` (the store's listing)."""
+        return self.store.list(prefix)
 
     def fetch_index(self, segment, index: str) -> bytes | None:
-        if isinstance(self.layout, AivenLayout):
-            m = self.manifest(segment)
-            entry = m.segment_indexes.get(index)
-            if entry is None:
-                return None
-            key = self.layout.key(segment, aiven.SUFFIX_INDEXES)
-            loc = self._location(key)
-            cipher = self.cipher(m.encryption, loc) if m.encryption is not None else None
-            data = bytes(self._get(key, entry.position, entry.position + entry.size))
-            if cipher is not None:
-                from .aiven_crypto import open_index
-                return open_index(cipher, data, index, entry, loc, self.backend)
-            if len(data) != entry.size:
-                raise SegmentFormatError(
-                    f"index {index} at byte position {entry.position}: object holds {len(data)} of "
-                    f"its {entry.size} bytes", location=loc, backend=self.backend)
-            return data
-        key = self.layout.index_key(segment, index)
-        try:
-            return bytes(self._get(key, 0, None))
-        except RemoteObjectNotFound:
-            if index == "transaction":   # optional in Kafka's fileset
-                return None
-            raise
+        return self.layout.fetch_index(segment, index)
+
+    def close(self) -> None:
+        super().close()
+        self.store.close()
 
     # -- reading -----------------------------------------------------------------------------
     def fetch_ranges(self, segment, ranges: Sequence[tuple[int, int | None]]) -> list:
@@ -369,7 +278,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             _check_range(s, e)
         if not ranges:
             return []
-        plan = self._plan(segment)
+        plan = self.layout.read_plan(segment)
         if plan.size is not None:
             ranges = [(min(s, plan.size), plan.size if e is None else min(e, plan.size)) for s, e in ranges]
         groups = coalesce(ranges, plan, self.config.coalesce_gap)
@@ -425,7 +334,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         ``ramp``: the sizes of the first parts, smaller than the rest, so that the first bytes
         arrive (and decoding starts) after a short transfer rather than a whole part's."""
         _check_range(start, end)
-        plan = self._plan(segment)
+        plan = self.layout.read_plan(segment)
         if plan.size is not None:
             end = plan.size if end is None else min(end, plan.size)
             start = min(start, end)
@@ -441,31 +350,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         return [lambda i=i, p=p: run(i, p) for i, p in enumerate(parts)]
 
     def _read_part(self, plan: ReadPlan, part: Part):
-        data = self._get(plan.key, part.obj_start, part.obj_end)
-        if not part.chunks:
-            return data
-        location = self._location(plan.key)
-        if len(data) != part.obj_end - part.obj_start:
-            message = (f"object ends at byte position {part.obj_start + len(data)}, the manifest's "
-                       f"chunk index expects {part.obj_end}")
-            if plan.cipher is not None:   # name the chunk cut short; none of it is decrypted
-                from .aiven_crypto import truncated
-                raise truncated(plan.cipher, part.chunks, part.obj_start + len(data), message, location,
-                                self.backend)
-            raise SegmentFormatError(message, location=location, backend=self.backend)
-        mv = memoryview(data)
-        if len(part.chunks) == 1 and plan.cipher is not None:   # its plaintext is the part: no copy
-            return plan.cipher.open_chunk(mv, part.chunks[0], plan.compression, location, self.backend)
-        out = bytearray(part.orig_len)
-        pos = 0
-        for ch in part.chunks:
-            rel = ch.transformed_position - part.obj_start
-            chunk = mv[rel:rel + ch.transformed_size]
-            out[pos:pos + ch.original_size] = (
-                aiven.decompress_chunk(chunk, ch, location) if plan.cipher is None
-                else plan.cipher.open_chunk(chunk, ch, plan.compression, location, self.backend))
-            pos += ch.original_size
-        return out
+        return self.layout.read_part(plan, part)
 
     def _read_into(self, plan: ReadPlan, part: Part, buf: bytearray, rel: int) -> int:
         data = self._read_part(plan, part)
@@ -473,7 +358,7 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
         buf[rel:rel + n] = memoryview(data)[:n]
         return len(data)
 
-    def _read_groups(self, plan: ReadPlan, groups) -> list[tuple[object, int]]:
+    def _read_groups(self, plan: ReadPlan, groups) -> list[tuple[Any, int]]:
         """Read every group; returns (buffer, valid length) per group.
 
         A group of several parts gets one preallocated buffer that the worker threads fill in
@@ -520,3 +405,23 @@ class ObjectStoreFetcher(RemoteStorageFetcher):
             lo = gs - start
             out.append((memoryview(buf)[lo:], max(filled - lo, 0)))
         return out
+
+
+class _OwnStore(ByteRangeStore):
+    """The store of a fetcher subclass that implements ``_get_object_range`` (and optionally
+    ``_location``) itself: the shape third-party fetchers had before stores."""
+
+    def __init__(self, fetcher):
+        self._fetcher = fetcher
+        self.backend = fetcher.backend
+        super().__init__(fetcher.config)
+
+    def __reduce__(self):   # pragma: no cover - a fetcher rebuilds its own
+        raise TypeError("travels with its fetcher")
+
+    def get_range(self, key: str, start: int, end: int | None) -> bytes:
+        return self._fetcher._get_object_range(key, start, end)
+
+    def location(self, key: str) -> str:
+        own = getattr(type(self._fetcher), "_location", None)
+        return own(self._fetcher, key) if own is not None else key

@@ -7,9 +7,11 @@ from __future__ import annotations
 from ..errors import RemoteAccessDenied, RemoteObjectNotFound, RemoteStorageError, RemoteTimeout
 from ..redact import redact_url
 from .fetcher import ObjectStoreFetcher
+from .store import ByteRangeStore
 
 
-class FsspecFetcher(ObjectStoreFetcher):
+class FsspecStore(ByteRangeStore):
+    """Objects under an fsspec root URL."""
     backend = "fsspec"
     requires = ("fsspec",)
 
@@ -28,17 +30,31 @@ class FsspecFetcher(ObjectStoreFetcher):
                     self._fs = fs
         return self._fs
 
-    def _location(self, key: str) -> str:
+    def location(self, key: str) -> str:
         return f"{redact_url(self._url)}/{key}"
 
-    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+    def _path(self, key: str) -> str:
+        self._filesystem()
+        return f"{self._root}/{key}" if self._root else key
+
+    def get_range(self, key: str, start: int, end: int | None) -> bytes:
+        return self._mapped(key, lambda fs, path: fs.cat_file(path, start=start) if end is None
+                            else fs.cat_file(path, start=start, end=end))
+
+    def stat(self, key: str) -> int:
+        def size(fs, path):
+            info = fs.info(path)
+            if info.get("type", "file") != "file":
+                raise IsADirectoryError(path)
+            return int(info.get("size") or 0)
+        return self._mapped(key, size)
+
+    def _mapped(self, key: str, op):
+        """``op(fs, path)``, its failures mapped onto the error table."""
         fs = self._filesystem()
-        path = f"{self._root}/{key}" if self._root else key
-        location = self._location(key)
+        location = self.location(key)
         try:
-            if end is None:
-                return fs.cat_file(path, start=start)
-            return fs.cat_file(path, start=start, end=end)
+            return op(fs, self._path(key))
         except FileNotFoundError:
             raise RemoteObjectNotFound("object not found", location=location, backend=self.backend) from None
         except PermissionError:
@@ -52,7 +68,7 @@ class FsspecFetcher(ObjectStoreFetcher):
             raise RemoteStorageError(f"read failed: {type(exc).__name__}", location=location,
                                      backend=self.backend) from None
 
-    def list_objects(self, prefix: str = ""):
+    def list(self, prefix: str = ""):
         """``find`` under the deepest directory of ``prefix``, filtered by the full prefix (a key
         prefix need not end at a directory)."""
         fs = self._filesystem()
@@ -64,11 +80,11 @@ class FsspecFetcher(ObjectStoreFetcher):
         except FileNotFoundError:
             return
         except PermissionError:
-            raise RemoteAccessDenied("access denied while listing", location=self._location(prefix),
+            raise RemoteAccessDenied("access denied while listing", location=self.location(prefix),
                                      backend=self.backend) from None
         except OSError as exc:
             raise RemoteStorageError(f"listing failed: {type(exc).__name__}",
-                                     location=self._location(prefix), backend=self.backend) from None
+                                     location=self.location(prefix), backend=self.backend) from None
         strip = len(base)
         for path, info in found.items():
             if not path.startswith(base):
@@ -78,4 +94,9 @@ class FsspecFetcher(ObjectStoreFetcher):
                 yield key, int(info.get("size") or 0)
 
     def __repr__(self) -> str:
-        return f"FsspecFetcher(url={redact_url(self._url)!r}, layout={self.config.layout!r})"
+        return f"FsspecStore(url={redact_url(self._url)!r})"
+
+
+class FsspecFetcher(ObjectStoreFetcher):
+    """The ``fsspec`` fetcher: :class:`FsspecStore` through the configured layout."""
+    store_class = FsspecStore

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from ..errors import RemoteTimeout
-from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
+from ..errors import RemoteConnectionError, RemoteObjectNotFound, RemoteTimeout
+from .fetcher import ObjectStoreFetcher
+from .store import ByteRangeStore, classify_status
 
 
 class _Timeout(Exception):
@@ -20,7 +21,7 @@ class _Timeout(Exception):
         self.kind = kind
 
 
-class GCSFetcher(ObjectStoreFetcher):
+class GCSStore(ByteRangeStore):
     backend = "gcs"
     requires = ("gcsfs", "aiohttp")
 
@@ -47,7 +48,7 @@ class GCSFetcher(ObjectStoreFetcher):
                     self._fs = fs
         return self._fs
 
-    def _location(self, key: str) -> str:
+    def location(self, key: str) -> str:
         return f"gs://{self._bucket}/{key}"
 
     async def _aget(self, fs, url, headers):
@@ -66,10 +67,10 @@ class GCSFetcher(ObjectStoreFetcher):
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             raise _Timeout("read") from None
 
-    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+    def get_range(self, key: str, start: int, end: int | None) -> bytes:
         import aiohttp
         from fsspec.asyn import sync
-        location = self._location(key)
+        location = self.location(key)
         fs = self._filesystem()
         url = fs.url(f"{self._bucket}/{key}")
         headers = fs._get_headers({"Range": f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"})
@@ -100,10 +101,21 @@ class GCSFetcher(ObjectStoreFetcher):
             return b""
         raise mapped
 
-    def list_objects(self, prefix: str = ""):
+    def stat(self, key: str) -> int:
+        """The object's size from its metadata (gcsfs ``info``)."""
+        location = self.location(key)
+        try:
+            return int(self._filesystem().info(f"{self._bucket}/{key}")["size"])
+        except FileNotFoundError:
+            raise RemoteObjectNotFound("object not found", location=location, backend=self.backend) from None
+        except (OSError, ValueError, KeyError) as exc:
+            raise RemoteConnectionError(f"stat failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+
+    def list(self, prefix: str = ""):
         """gcsfs ``find`` with a server-side key prefix."""
         fs = self._filesystem()
-        location = self._location(prefix)
+        location = self.location(prefix)
         base = f"{self._bucket}/"
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         try:
@@ -121,5 +133,10 @@ class GCSFetcher(ObjectStoreFetcher):
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"GCSFetcher(bucket={self._bucket!r}, endpoint={c.option('remote.storage.gcs.endpoint')!r}, "
+        return (f"GCSStore(bucket={self._bucket!r}, endpoint={c.option('remote.storage.gcs.endpoint')!r}, "
                 f"layout={c.layout!r}, prefix={c.prefix!r})")
+
+
+class GCSFetcher(ObjectStoreFetcher):
+    """The ``gcs`` fetcher: :class:`GCSStore` through the configured layout."""
+    store_class = GCSStore

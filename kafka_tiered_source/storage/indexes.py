@@ -45,7 +45,7 @@ class AbortedTxn(NamedTuple):
 
 
 def _entries(raw, entry: struct.Struct) -> list[tuple[int, int]]:
-    out = []
+    out: list[tuple[int, int]] = []
     for e in entry.iter_unpack(memoryview(raw)[:len(raw) - len(raw) % entry.size]):
         if out and not e[0] and not e[1]:   # the preallocated, unused tail
             break

@@ -1,12 +1,16 @@
-"""Where a segment's objects live: one resolver per object layout.
+"""Where a segment's objects live and how their bytes become the segment's: one layout per object
+layout, above the byte-range store (:mod:`.store`) that only moves bytes.
 
 A layout turns a :class:`~.segment.RemoteSegment` into object keys (relative to the backend's
-bucket / container / root URL).  Layouts are plain data (picklable, no I/O); the fetcher does the
-reading, including the Aiven manifest, because only it knows the backend.
+bucket / container / root URL), says how a byte range of the segment maps onto its object
+(:class:`~.parts.ReadPlan`: the key, the size, a chunk index and transforms), reads its index
+files, and undoes the transforms of what a GET brought (:meth:`Layout.read_part`).  It reads
+through the fetcher it is bound to (:meth:`Layout.bind`), whose GETs are retried and counted.
 
 ``aiven``
-    Aiven's tiered-storage plugin, see :mod:`.aiven`.  Custom metadata (OBJECT_PREFIX,
-    OBJECT_KEY) wins over the configured prefix.
+    Aiven's tiered-storage plugin (:mod:`.aiven_layout`): keys under ``key.prefix``, custom
+    metadata (OBJECT_PREFIX, OBJECT_KEY) winning over it, manifests (read once per fetcher,
+    LRU), chunk indexes, zstd chunks, AES-GCM chunks and indexes (:mod:`.aiven_crypto`).
 ``kafka-local-tiered``
     Kafka's test ``LocalTieredStorage``:
     ``{root}/{topic}-{partition}-{topicId}/{%020d startOffset}-{segmentId}.{suffix}``.
@@ -16,15 +20,22 @@ reading, including the Aiven manifest, because only it knows the backend.
 ``template``
     A user format string with named fields, e.g.
     ``"{prefix}{topic}/{partition}/{base_offset:020d}-{segment_id}.{suffix}"``.
+``presigned``
+    The object is the segment's presigned URL, handed out by the broker (KIP-1248); its indexes
+    come from the broker, not from here.
 """
 from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, cast
 
-from ..errors import ConfigError, SegmentFormatError
+from ..errors import ConfigError, RemoteObjectNotFound, RemoteStorageError, SegmentFormatError
+from ..options.storage import FetcherConfig
+from ..redact import redact_url
 from . import aiven
+from .parts import Part, ReadPlan
 
 # Kafka's file suffixes (LogFileUtils + RemoteLogSegmentFileset) by the index names used here.
 LOCAL_TIERED_SUFFIXES = {
@@ -55,19 +66,85 @@ def local_tiered_key(root: str, topic: str, topic_id: str, partition: int, base_
     return f"{head}{topic}-{partition}-{topic_id}/{off}-{segment_id}.{suffix}"
 
 
+class ObjectReader(Protocol):
+    """What a layout reads through: the fetcher it is bound to (retried, counted GETs)."""
+    backend: str
+    config: FetcherConfig
+
+    def get_object(self, key: str, start: int, end: int | None) -> bytes: ...
+
+    def location(self, key: str) -> str: ...
+
+
+class Layout:
+    """The behaviour every layout shares; a plain fetcher without object keys has this one
+    (``name`` ``"none"``: no manifests, no keys).  ``reader`` is the fetcher it reads through."""
+
+    name = "none"
+    #: whether :meth:`manifest` reads Aiven manifests (offline planning needs them; online
+    #: planning ships what it read to the tasks)
+    reads_manifests = False
+    reader: ObjectReader | None = None
+
+    def bind(self, reader: ObjectReader) -> "Layout":
+        """This layout reading through ``reader`` (a fetcher)."""
+        return replace(cast(Any, self), reader=reader)
+
+    @property
+    def io(self) -> ObjectReader:
+        """The fetcher this layout reads through."""
+        if self.reader is None:
+            raise RemoteStorageError(f"the {self.name} layout is not bound to a fetcher")
+        return self.reader
+
+    def log_key(self, segment) -> str:
+        raise SegmentFormatError(f"the {self.name} layout names no objects")
+
+    def index_key(self, segment, index: str) -> str:
+        raise SegmentFormatError(f"the {self.name} layout names no index objects")
+
+    def read_plan(self, segment) -> ReadPlan:
+        """How to read ``segment``'s data: its object, original size and chunking."""
+        return ReadPlan(self.log_key(segment), segment.size_bytes)
+
+    def read_part(self, plan: ReadPlan, part: Part):
+        """One GET of ``part``, as original segment bytes (a chunked layout undoes its
+        transforms here)."""
+        return self.io.get_object(plan.key, part.obj_start, part.obj_end)
+
+    def fetch_index(self, segment, index: str) -> bytes | None:
+        """A segment index by kind; None for a missing transaction index (optional in Kafka's
+        fileset)."""
+        key = self.index_key(segment, index)
+        try:
+            return bytes(self.io.get_object(key, 0, None))
+        except RemoteObjectNotFound:
+            if index == "transaction":
+                return None
+            raise
+
+    def manifest(self, segment) -> "aiven.SegmentManifest":
+        """The segment's Aiven manifest (layouts with ``reads_manifests``)."""
+        raise SegmentFormatError(f"the {self.name} layout has no Aiven manifests",
+                                 backend=getattr(self.reader, "backend", None))
+
+    def cached_manifest(self, segment) -> "aiven.SegmentManifest | None":
+        """The segment's Aiven manifest if already read (no GET), else None."""
+        return None
+
+    def cipher(self, encryption, location: str | None = None):
+        """The chunk cipher of an encrypted Aiven manifest's ``encryption``."""
+        raise SegmentFormatError(f"the {self.name} layout has no encrypted segments")
+
+
+NO_LAYOUT = Layout()
+
+
 @dataclass(frozen=True)
-class AivenLayout:
-    prefix: str = ""
-    name = "aiven"
-
-    def key(self, segment, suffix: str) -> str:
-        return aiven.segment_object_key(segment, suffix, self.prefix)
-
-
-@dataclass(frozen=True)
-class KafkaLocalTieredLayout:
+class KafkaLocalTieredLayout(Layout):
     root: str = ""
     padded_offsets: bool = True
+    reader: ObjectReader | None = field(default=None, compare=False, repr=False)
     name = "kafka-local-tiered"
 
     def log_key(self, segment) -> str:
@@ -80,9 +157,11 @@ class KafkaLocalTieredLayout:
 
 
 @dataclass(frozen=True)
-class TemplateLayout:
-    template: str
+class TemplateLayout(Layout):
+    template: str = ""
     prefix: str = ""
+    reader: ObjectReader | None = field(default=None, compare=False, repr=False)
+    _has_suffix: bool = field(default=False, init=False, repr=False, compare=False)
     name = "template"
 
     def __post_init__(self):
@@ -114,6 +193,43 @@ class TemplateLayout:
                 f"the template layout has no {{suffix}} field, so the {index} index cannot be located",
                 location=self.log_key(segment))
         return self._render(segment, LOCAL_TIERED_SUFFIXES[index])
+
+
+@dataclass(frozen=True)
+class PresignedLayout(Layout):
+    """The object of a segment is its presigned URL (KIP-1248: the broker hands one out per
+    segment); nothing else is reachable."""
+    reader: ObjectReader | None = field(default=None, compare=False, repr=False)
+    name = "presigned"
+
+    def log_key(self, segment) -> str:
+        if not segment.presigned_url:
+            raise RemoteStorageError(
+                f"segment {segment.topic}-{segment.partition} {segment.segment_id} has no presigned URL "
+                "(the broker did not hand one out)", backend=getattr(self.reader, "backend", None))
+        return segment.presigned_url
+
+    def fetch_index(self, segment, index: str) -> bytes | None:
+        raise RemoteStorageError("the presigned fetcher reads log data only; indexes come from the broker",
+                                 location=redact_url(segment.presigned_url),
+                                 backend=getattr(self.reader, "backend", None))
+
+
+def layout_for(config, reader=None) -> Layout:
+    """The layout ``config`` (a FetcherConfig) names, bound to ``reader``."""
+    if config.layout == "aiven":
+        from .aiven_layout import AivenLayout
+        return AivenLayout(config.prefix, reader)
+    if config.layout == "kafka-local-tiered":
+        return KafkaLocalTieredLayout(config.prefix, config.padded_offsets, reader)
+    return TemplateLayout(config.template or "", config.prefix, reader)
+
+
+def __getattr__(name: str):
+    if name == "AivenLayout":       # lives with the rest of the plugin's read side
+        from .aiven_layout import AivenLayout
+        return AivenLayout
+    raise AttributeError(name)
 
 
 # ---------------------------------------------------------------------------------------------

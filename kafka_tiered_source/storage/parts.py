@@ -70,14 +70,17 @@ def split(plan: ReadPlan, start: int, end: int | None, part_size: int, ramp: tup
             return [Part(start, None, start, None)]
         if end <= start:
             return [Part(start, start, start, 0)]
-        parts, p = [], start
+        parts: list[Part] = []
+        p = start
         while p < end:
             q = min(p + limit(len(parts)), end)
             parts.append(Part(p, q, p, q - p))
             p = q
         return parts
     chunks = ci.chunks_for_range(start, ci.original_file_size if end is None else end)
-    parts, run, run_bytes = [], [], 0
+    parts = []
+    run: list[aiven.Chunk] = []
+    run_bytes = 0
     for ch in chunks:
         # an encrypted chunk is 28 bytes (IV, tag) longer than what it holds: two 4 MiB
         # chunks still make one 8 MiB part

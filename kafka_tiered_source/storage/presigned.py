@@ -11,41 +11,43 @@ import http.client
 import re
 import socket
 import ssl
+import threading
 from urllib.parse import urlsplit
 
-from ..errors import RemoteStorageError, RemoteTimeout
+from ..errors import ListingNotSupported, RemoteConnectionError, RemoteStorageError, RemoteTimeout
 from ..redact import redact_url
-from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
+from .fetcher import ObjectStoreFetcher
+from .layouts import PresignedLayout
+from .store import ByteRangeStore, classify_status
 
 _CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
 
 
-class PresignedFetcher(ObjectStoreFetcher):
+class PresignedStore(ByteRangeStore):
+    """Keys are presigned URLs: each one object, reachable without credentials of ours."""
     backend = "presigned"
     requires = ()
     can_list = False      # one object per URL the broker hands out
 
-    def _plan(self, segment):
-        from .parts import ReadPlan
-        if not segment.presigned_url:
-            raise RemoteStorageError(
-                f"segment {segment.topic}-{segment.partition} {segment.segment_id} has no presigned URL "
-                "(the broker did not hand one out)", backend=self.backend)
-        return ReadPlan(segment.presigned_url, segment.size_bytes)
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        self._local = threading.local()     # one HTTP connection per thread and host
+        self._all: list = []                # every connection made, for close()
 
-    def fetch_index(self, segment, index: str):
-        raise RemoteStorageError("the presigned fetcher reads log data only; indexes come from the broker",
-                                 location=redact_url(segment.presigned_url), backend=self.backend)
-
-    def list_objects(self, prefix: str = ""):
-        from .fetcher import ListingNotSupported
+    def list(self, prefix: str = ""):
         raise ListingNotSupported(
             "the presigned fetcher reads one object per URL the broker hands out and cannot list "
             "a bucket; without kafka.bootstrap.servers use the s3, gcs, azure or fsspec fetcher",
             backend=self.backend)
 
-    def _location(self, key: str) -> str:
-        return redact_url(key)
+    def location(self, key: str) -> str:
+        return redact_url(key) or ""
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
 
     def _connection(self, scheme: str, host: str, port: int | None):
         conns = getattr(self._local, "conns", None)
@@ -60,15 +62,20 @@ class PresignedFetcher(ObjectStoreFetcher):
             else:
                 conn = http.client.HTTPConnection(host, port, timeout=t)
             conns[k] = conn
+            with self._lock:
+                self._all.append(conn)
         return conn
 
     def _drop(self, scheme, host, port):
         conn = self._local.conns.pop((scheme, host, port), None)
         if conn is not None:
             conn.close()
+            with self._lock:
+                if conn in self._all:
+                    self._all.remove(conn)
 
-    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
-        location = self._location(key)
+    def get_range(self, key: str, start: int, end: int | None) -> bytes:
+        location = self.location(key)
         parts = urlsplit(key)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise RemoteStorageError("presigned URL is not an http(s) URL", location=location,
@@ -111,6 +118,18 @@ class PresignedFetcher(ObjectStoreFetcher):
         if mapped is None:
             return b""
         raise mapped
+
+    def __repr__(self) -> str:
+        return "PresignedStore()"
+
+
+class PresignedFetcher(ObjectStoreFetcher):
+    """The ``presigned`` fetcher: a segment's presigned URL (:class:`~.layouts.PresignedLayout`)
+    through :class:`PresignedStore`, whatever layout is configured."""
+    store_class = PresignedStore
+
+    def _make_layout(self):
+        return PresignedLayout(self)
 
     def __repr__(self) -> str:
         return f"PresignedFetcher(part_size={self.config.part_size}, concurrency={self.config.concurrency})"

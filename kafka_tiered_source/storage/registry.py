@@ -13,8 +13,9 @@ from ..errors import ConfigError
 from ..options.fetchers import (BUILTIN_FETCHERS, ENTRY_POINT_GROUP, available_fetchers,
                                 import_target, register_fetcher, third_party_class)
 from ..options.storage import FetcherConfig
-from .fetcher import RemoteStorageFetcher
+from .fetcher import ObjectStoreFetcher, RemoteStorageFetcher
 from .observer import FetchObserver
+from .store import ByteRangeStore
 
 __all__ = ["BUILTIN_FETCHERS", "ENTRY_POINT_GROUP", "available_fetchers", "create_fetcher",
            "fetcher_class", "parse_config", "register_fetcher"]
@@ -30,13 +31,16 @@ def _missing(modules) -> list[str]:
     return missing
 
 
-def fetcher_class(name: str | None = None, *, class_path: str | None = None) -> type[RemoteStorageFetcher]:
-    """The class for a fetcher name or dotted class path, its dependencies checked."""
+def fetcher_class(name: str | None = None, *,
+                  class_path: str | None = None) -> type[RemoteStorageFetcher] | type[ByteRangeStore]:
+    """The class for a fetcher name or dotted class path, its dependencies checked: a
+    :class:`RemoteStorageFetcher`, or a :class:`~.store.ByteRangeStore` (a third party's store,
+    which :func:`create_fetcher` runs in an :class:`ObjectStoreFetcher`)."""
     if class_path:
         cls = import_target(class_path, "remote.storage.fetcher.class", "remote.storage.fetcher.class")
-        if not (isinstance(cls, type) and issubclass(cls, RemoteStorageFetcher)):
+        if not (isinstance(cls, type) and issubclass(cls, (RemoteStorageFetcher, ByteRangeStore))):
             raise ConfigError(f"remote.storage.fetcher.class {class_path!r} is not a subclass of "
-                              "kafka_tiered_source.storage.RemoteStorageFetcher",
+                              "kafka_tiered_source.storage.ByteRangeStore or RemoteStorageFetcher",
                               option="remote.storage.fetcher.class")
         return cls
     if not name:
@@ -71,4 +75,6 @@ def create_fetcher(options: Mapping[str, str] | FetcherConfig,
     """Build the configured fetcher from options (or an already parsed :class:`FetcherConfig`)."""
     config = options if isinstance(options, FetcherConfig) else parse_config(options)
     cls = fetcher_class(config.fetcher, class_path=config.fetcher_class)
+    if issubclass(cls, ByteRangeStore):
+        return ObjectStoreFetcher(config, observer, store=cls)
     return cls(config, observer)

@@ -1,4 +1,5 @@
-"""The ``s3`` fetcher: boto3 ranged ``GetObject`` against AWS or any S3-compatible endpoint.
+"""The ``s3`` fetcher: boto3 ranged ``GetObject`` against AWS or any S3-compatible endpoint
+(:class:`S3Store`), through the configured layout.
 
 Credentials come from ``remote.storage.s3.access.key.id`` / ``.secret.access.key`` /
 ``.session.token`` when given, else from boto3's standard chain (env, profile, IMDS ...).
@@ -9,18 +10,52 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 
-from ..errors import RemoteTimeout
-from .fetcher import ObjectStoreFetcher, RemoteConnectionError, classify_status
+from ..errors import RemoteConnectionError, RemoteTimeout
+from ..options.table import BY_KEY
+from .fetcher import ObjectStoreFetcher
+from .store import ByteRangeStore, classify_status
 
-# boto3 clients by what they are made from, one per process: a client costs ~60 ms of CPU to
-# build (a session parses the service model), and every Spark task has a fetcher of its own.
+# boto3 clients by what they are made from, shared in the process: a client costs ~60 ms of CPU
+# to build (a session parses the service model), and every Spark task has a fetcher of its own.
 # Clients are thread-safe; a fetcher's per-task accounting is in the fetcher, not the client.
-_clients: dict = {}
+# Least recently used first out: credentials that rotate (STS session tokens) make a new key
+# every hour, and a long-lived executor must not keep a client for each of them.
+CLIENT_CACHE_SIZE = 16
+_clients: OrderedDict = OrderedDict()
 _clients_lock = threading.Lock()
 
+PATH_STYLE = "remote.storage.s3.path.style.access"
 
-class S3Fetcher(ObjectStoreFetcher):
+
+def path_style(config) -> bool:
+    """Path-style addressing: the option (the table's boolean rule), else on with an endpoint
+    (MinIO, moto and most S3-compatible stores want it)."""
+    raw = config.option(PATH_STYLE)
+    if raw is None:
+        return bool(config.option("remote.storage.s3.endpoint"))
+    return BY_KEY[PATH_STYLE].value(raw)
+
+
+def cached_client(key, make):
+    """The client cached under ``key``, made by ``make()`` when absent (the least recently
+    used one leaves when the cache is full)."""
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is not None:
+            _clients.move_to_end(key)
+            return client
+    client = make()   # outside the lock: building one takes ~60 ms
+    with _clients_lock:
+        client = _clients.setdefault(key, client)
+        _clients.move_to_end(key)
+        while len(_clients) > CLIENT_CACHE_SIZE:
+            _clients.popitem(last=False)
+    return client
+
+
+class S3Store(ByteRangeStore):
     backend = "s3"
     requires = ("boto3", "botocore")
     #: keys per ListObjectsV2 request (S3's maximum)
@@ -35,17 +70,13 @@ class S3Fetcher(ObjectStoreFetcher):
         if self._client_obj is None:
             c = self.config
             endpoint = c.option("remote.storage.s3.endpoint")
-            path_style = c.option("remote.storage.s3.path.style.access")
-            path_style = (str(path_style).lower() == "true") if path_style is not None else bool(endpoint)
+            style = path_style(c)
             secrets = hashlib.sha256(repr((c.option("remote.storage.s3.secret.access.key"),
                                            c.option("remote.storage.s3.session.token"))).encode()).digest()
-            key = (endpoint, path_style, c.option("remote.storage.s3.access.key.id"), secrets,
+            key = (endpoint, style, c.option("remote.storage.s3.access.key.id"), secrets,
                    c.option("remote.storage.s3.region"), c.connect_timeout_ms, c.read_timeout_ms,
                    max(10, c.concurrency * 2))
-            with _clients_lock:
-                client = _clients.get(key)
-                if client is None:
-                    client = _clients[key] = self._new_client(endpoint, path_style)
+            client = cached_client(key, lambda: self._new_client(endpoint, style))
             with self._lock:
                 if self._client_obj is None:
                     self._client_obj = client
@@ -68,16 +99,16 @@ class S3Fetcher(ObjectStoreFetcher):
         return session.client("s3", endpoint_url=endpoint, config=cfg,
                               region_name=session.region_name or "us-east-1")
 
-    def _location(self, key: str) -> str:
+    def location(self, key: str) -> str:
         return f"s3://{self._bucket}/{key}"
 
-    def _get_object_range(self, key: str, start: int, end: int | None) -> bytes:
+    def get_range(self, key: str, start: int, end: int | None) -> bytes:
         from botocore.exceptions import (ClientError, ConnectTimeoutError, ReadTimeoutError,
                                          EndpointConnectionError, ConnectionClosedError,
                                          ResponseStreamingError, HTTPClientError,
                                          FlexibleChecksumError, IncompleteReadError)
         from urllib3.exceptions import ProtocolError, ReadTimeoutError as U3ReadTimeout
-        location = self._location(key)
+        location = self.location(key)
         rng = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         try:
             resp = self._client().get_object(Bucket=self._bucket, Key=key, Range=rng)
@@ -109,10 +140,27 @@ class S3Fetcher(ObjectStoreFetcher):
             raise RemoteConnectionError(f"body did not arrive intact: {type(exc).__name__}",
                                         location=location, backend=self.backend) from None
 
-    def list_objects(self, prefix: str = ""):
+    def stat(self, key: str) -> int:
+        """HeadObject's ContentLength."""
+        from botocore.exceptions import BotoCoreError, ClientError
+        location = self.location(key)
+        try:
+            return int(self._client().head_object(Bucket=self._bucket, Key=key)["ContentLength"])
+        except ClientError as exc:
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            code = exc.response.get("Error", {}).get("Code")
+            raise (classify_status(status, None if code in (None, str(status)) else code, "", location=location,
+                                   backend=self.backend)
+                   or RemoteConnectionError(f"stat failed ({status})", location=location,
+                                            backend=self.backend)) from None
+        except BotoCoreError as exc:
+            raise RemoteConnectionError(f"stat failed: {type(exc).__name__}", location=location,
+                                        backend=self.backend) from None
+
+    def list(self, prefix: str = ""):
         """ListObjectsV2, page by page (1,000 keys per request)."""
         from botocore.exceptions import BotoCoreError, ClientError
-        location = self._location(prefix)
+        location = self.location(prefix)
         try:
             pages = self._client().get_paginator("list_objects_v2").paginate(
                 Bucket=self._bucket, Prefix=prefix, PaginationConfig={"PageSize": self.list_page_size})
@@ -132,5 +180,10 @@ class S3Fetcher(ObjectStoreFetcher):
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"S3Fetcher(bucket={self._bucket!r}, endpoint={c.option('remote.storage.s3.endpoint')!r}, "
+        return (f"S3Store(bucket={self._bucket!r}, endpoint={c.option('remote.storage.s3.endpoint')!r}, "
                 f"layout={c.layout!r}, prefix={c.prefix!r})")
+
+
+class S3Fetcher(ObjectStoreFetcher):
+    """The ``s3`` fetcher: :class:`S3Store` through the configured layout."""
+    store_class = S3Store
