@@ -14,22 +14,32 @@ subprocess (its own CPU, as a real broker is), under ``--work-dir`` (default /de
 Measured: ``kafka_tiered_source.estimate(None, options)`` (the whole plan: Metadata, ListOffsets,
 the locator, packing, the estimate) with ``remote.segment.locator`` = ``kip1248`` (the Fetch walk
 with KIP-1248 tags) and ``metadata-topic`` (``__remote_log_metadata``), best of ``--repeat``,
-in milliseconds per tiered segment.  ``--profile`` adds a cProfile of one plan per locator,
-grouped by where the time goes.  Results go to ``benchmarks/results/planning.json`` (and
-``planning.png`` with ``--scale``).
+in milliseconds per tiered segment; and what the coverage check costs of it (``coverage_s``:
+the lineage's OffsetForLeaderEpoch requests, the served spans, the invariant on every plan).
+``--profile`` adds a cProfile of one plan per locator, grouped by where the time goes.
+
+``--baseline DIR`` compares with the code of another checkout (an importable tree, e.g. ``git
+worktree add DIR <commit>`` with the native extension built or copied in): the same topic is
+built and served by each tree's own broker, and the plans alternate, before / after, each timed
+``--repeat`` times; the ratio after / before is printed.  Results go to
+``benchmarks/results/planning.json`` (and ``planning.png`` with ``--scale``).
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
+import contextlib
 import io
 import json
 import os
 import pstats
 import random
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,25 +80,119 @@ def plan_once(opts: dict) -> tuple[float, object]:
     return time.perf_counter() - t0, est
 
 
-def plan_costs(opts: dict, broker_pid: int) -> dict:
-    """One plan's wall time, this process's CPU and the broker's CPU (seconds)."""
-    from benchmarks.backfill import cpu_seconds
-    b0, c0 = cpu_seconds(broker_pid), time.process_time()
-    wall, _ = plan_once(opts)
-    return {"wall_s": round(wall, 4), "client_cpu_s": round(time.process_time() - c0, 4),
-            "broker_cpu_s": round(cpu_seconds(broker_pid) - b0, 4)}
-
-
 # Where the time goes: cProfile's own time per function, summed by the part of the stack it is in.
 BUCKETS = (
     ("waiting for the broker (socket)", ("socket", "select", "recv", "sendall", "_ssl")),
     ("protocol codec (encode/decode)", ("protocol/codec.py", "protocol/schema.py", "protocol/primitives.py")),
     ("protocol client", ("protocol/client.py", "protocol/connection.py")),
+    ("coverage check", ("planning/coverage.py", "planning/works.py", "planning/lineage.py")),
     ("locators", ("planning/kip1248.py", "planning/metadata_topic.py", "planning/tiered.py",
-                  "planning/lineage.py", "protocol/remote_log_metadata.py")),
+                  "planning/remote_log_state.py", "protocol/remote_log_metadata.py")),
     ("packing, txn, estimate", ("planning/",)),
     ("options, storage objects", ("options/", "storage/", "ids.py", "model.py")),
 )
+
+
+@contextlib.contextmanager
+def coverage_timer():
+    """Seconds spent in the coverage check while the block runs: the lineage's
+    OffsetForLeaderEpoch requests, the served spans, the invariant (by patching the functions
+    where the planner calls them)."""
+    from kafka_tiered_source.planning import listing, metadata_topic, works
+    spent = {"lineage": 0.0, "serving": 0.0, "invariant": 0.0}
+    patched = [(mod, name, kind) for mod in (metadata_topic, listing)
+               for name, kind in (("ask_lineages", "lineage"), ("serving", "serving"))]
+    patched.append((works, "check_cover", "invariant"))
+    originals = [(mod, name, getattr(mod, name)) for mod, name, _ in patched]
+
+    def timed(fn, kind):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[kind] += time.perf_counter() - t0
+        return wrapper
+    for (mod, name, kind), (_, _, fn) in zip(patched, originals, strict=True):
+        setattr(mod, name, timed(fn, kind))
+    try:
+        yield spent
+    finally:
+        for mod, name, fn in originals:
+            setattr(mod, name, fn)
+
+
+class Tree:
+    """One checkout's code: its broker serves the data it built, its planner runs in a worker
+    process that plans on request (a fresh process each side: the builder's memory would slow
+    the garbage collector of whichever side shared it)."""
+
+    WORKER = ("import json, sys, time\n"
+              "import kafka_tiered_source\n"
+              "try:\n"
+              "    from benchmarks.planning import coverage_timer\n"
+              "except ImportError:\n"
+              "    coverage_timer = None\n"
+              "for line in sys.stdin:\n"
+              "    opts = json.loads(line)\n"
+              "    spent = {}\n"
+              "    c0 = time.process_time()\n"
+              "    t0 = time.perf_counter()\n"
+              "    if coverage_timer is not None:\n"
+              "        with coverage_timer() as spent:\n"
+              "            est = kafka_tiered_source.estimate(None, opts)\n"
+              "    else:\n"
+              "        est = kafka_tiered_source.estimate(None, opts)\n"
+              "    print(json.dumps({'wall_s': time.perf_counter() - t0, 'cpu_s': time.process_time() - c0,\n"
+              "                      'remote_ranges': est.remote_ranges, 'coverage': dict(spent),\n"
+              "                      'locators': est.locators}), flush=True)\n")
+
+    def __init__(self, tree: str):
+        self.tree = os.path.abspath(tree)
+        self.env = {**os.environ, "PYTHONPATH": self.tree}
+        self.procs: list[subprocess.Popen] = []
+
+    def build(self, data_dir: str, remote: str, points: dict, partitions: int) -> None:
+        code = (f"from benchmarks.planning import build; build({data_dir!r}, {remote!r}, {points!r}, "
+                f"{partitions})")
+        subprocess.run([sys.executable, "-c", code], cwd=self.tree, env=self.env, check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def broker(self, data_dir: str, remote: str) -> tuple[str, int]:
+        p = subprocess.Popen([sys.executable, "-m", "kafka_tiered_source.cli", "broker", "--data-dir", data_dir,
+                              "--port", "0", "--remote-storage", remote, "--log-level", "WARNING"],
+                             cwd=self.tree, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.procs.append(p)
+        out = p.stdout
+        assert out is not None   # piped
+        for line in out:
+            m = re.search(r"bootstrap servers: (\S+)", line)
+            if m:   # keep reading what it prints, so a full pipe never blocks it
+                threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
+                return m.group(1), p.pid
+        raise RuntimeError(f"the baseline broker exited ({p.wait()})")
+
+    def planner(self) -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-c", self.WORKER], cwd=self.tree, env=self.env, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.procs.append(p)
+        return p
+
+    @staticmethod
+    def plan(worker: subprocess.Popen, opts: dict) -> dict:
+        stdin, stdout = worker.stdin, worker.stdout
+        assert stdin is not None and stdout is not None   # both piped
+        stdin.write(json.dumps(opts) + "\n")
+        stdin.flush()
+        return json.loads(stdout.readline())
+
+    def close(self) -> None:
+        from benchmarks.backfill import _stop
+        for p in self.procs:
+            if p.stdin:
+                p.stdin.close()
+            _stop(p)
+        self.procs = []
 
 
 def profile(opts: dict) -> dict:
@@ -139,17 +243,19 @@ def main(argv=None) -> int:
     ap.add_argument("--locators", default=",".join(LOCATORS))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="where the time goes, per locator")
+    ap.add_argument("--baseline", default=None, help="a checkout to compare with, before / after alternating")
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--out", default=RESULTS)
     args = ap.parse_args(argv)
 
-    from benchmarks.backfill import _spawn, _stop
-    import re
+    from benchmarks.backfill import cpu_seconds
     counts = ([int(s) for s in args.scale.split(",")] if args.scale
               else [args.partitions * args.segments])
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     os.makedirs(args.out, exist_ok=True)
     rows, profiles, facts = [], {}, {}
+    after = Tree(ROOT)
+    before = Tree(args.baseline) if args.baseline else None
     # the profile is taken at the issue's shape (32 x 200 = 6,400 segments) when it is measured
     profiled = 6400 if 6400 in counts else counts[0]
     for n in counts:
@@ -158,42 +264,66 @@ def main(argv=None) -> int:
         # a 16-byte comparison each: remote_log_metadata.topic_id_of)
         topic = f"plan-{n}"
         work = tempfile.mkdtemp(prefix="kts-planning-", dir=args.work_dir or base)
-        data_dir, root = os.path.join(work, "broker"), os.path.join(work, "remote")
-        remote = f"file://{root}"
-        proc = None
         try:
-            facts.update(build(data_dir, remote, {topic: n}, args.partitions))
-            proc, lines = _spawn(["-m", "kafka_tiered_source.cli", "broker", "--data-dir", data_dir, "--port",
-                                  "0", "--remote-storage", remote, "--log-level", "WARNING"],
-                                 expect=r"bootstrap servers: ")
-            bootstrap = re.search(r"bootstrap servers: (\S+)", "".join(lines)).group(1)
+            sides = {}
+            for name, tree in (("after", after), ("before", before)):
+                if tree is None:
+                    continue
+                data_dir, remote = os.path.join(work, f"{name}-broker"), f"file://{work}/{name}-remote"
+                t0 = time.perf_counter()
+                tree.build(data_dir, remote, {topic: n}, args.partitions)
+                if name == "after":
+                    facts[topic] = {"segments": n, "build_s": round(time.perf_counter() - t0, 1)}
+                    print(f"built {topic}: {n:,} tiered segments in {facts[topic]['build_s']} s", flush=True)
+                bootstrap, pid = tree.broker(data_dir, remote)
+                sides[name] = (tree, tree.planner(), bootstrap, remote, pid)
             f = facts[topic]
             for locator in args.locators.split(","):
-                opts = options(bootstrap, topic, remote, locator)
-                plan_once(opts)                                       # warm: imports, caches
-                walls = []
-                for _ in range(args.repeat):
-                    wall, est = plan_once(opts)
-                    walls.append(wall)
-                located = sum(k for name, k in est.locators.items() if name == locator)
-                costs = plan_costs(opts, proc.pid)
+                got: dict = {name: [] for name in sides}
+                opts = {name: options(b, topic, r, locator) for name, (_, _, b, r, _) in sides.items()}
+                for name, (tree, worker, *_rest) in sides.items():
+                    tree.plan(worker, opts[name])                      # warm: imports, caches
+                broker_cpu = cpu_seconds(sides["after"][4])
+                for _ in range(args.repeat):          # alternating: the machine's noise hits both
+                    for name in ("before", "after"):
+                        if name in sides:
+                            tree, worker, *_rest = sides[name]
+                            got[name].append(tree.plan(worker, opts[name]))
+                broker_cpu = (cpu_seconds(sides["after"][4]) - broker_cpu) / args.repeat
+                runs = got["after"]
+                wall = min(r["wall_s"] for r in runs)
+                mean = sum(r["wall_s"] for r in runs) / len(runs)
+                coverage = {k: round(sum(r["coverage"].get(k, 0.0) for r in runs) / len(runs), 4)
+                            for k in ("lineage", "serving", "invariant")}
+                coverage_s = sum(coverage.values())
+                located = runs[-1]["locators"].get(locator, 0)
                 row = {"locator": locator, "topic": topic, "partitions": args.partitions,
-                       "segments": f["segments"], "wall_s": round(min(walls), 4),
-                       "ms_per_segment": round(1000 * min(walls) / f["segments"], 4),
-                       "remote_ranges": est.remote_ranges, "partitions_located": located,
-                       "client_cpu_s": costs["client_cpu_s"], "broker_cpu_s": costs["broker_cpu_s"]}
+                       "segments": f["segments"], "wall_s": round(wall, 4),
+                       "ms_per_segment": round(1000 * wall / f["segments"], 4),
+                       "remote_ranges": runs[-1]["remote_ranges"], "partitions_located": located,
+                       "client_cpu_s": round(min(r["cpu_s"] for r in runs), 4),
+                       "broker_cpu_s": round(broker_cpu, 4),
+                       "coverage_s": round(coverage_s, 4), "coverage": coverage,
+                       "coverage_share": round(coverage_s / mean, 4)}
+                if "before" in got:
+                    row["before_wall_s"] = round(min(r["wall_s"] for r in got["before"]), 4)
+                    row["after_over_before"] = round(wall / row["before_wall_s"], 3)
                 rows.append(row)
                 print(f"{locator:>15} {f['segments']:>7,} segments: {row['wall_s']:8.3f} s, "
-                      f"{row['ms_per_segment']:.3f} ms per segment ({est.remote_ranges} remote ranges); "
-                      f"CPU: planner {costs['client_cpu_s']:.2f} s, broker {costs['broker_cpu_s']:.2f} s",
-                      flush=True)
+                      f"{row['ms_per_segment']:.3f} ms per segment ({row['remote_ranges']} remote ranges); "
+                      f"CPU: planner {row['client_cpu_s']:.2f} s, broker {row['broker_cpu_s']:.2f} s; "
+                      f"coverage check {coverage_s * 1000:.1f} ms = {row['coverage_share']:.1%} of a plan "
+                      f"({', '.join(f'{k} {v * 1000:.1f} ms' for k, v in coverage.items())})"
+                      + (f"; before {row['before_wall_s']:.3f} s, after/before {row['after_over_before']:.3f}"
+                         if "before" in got else ""), flush=True)
                 if args.profile and n == profiled:
-                    profiles[locator] = profile(opts)
+                    profiles[locator] = profile(options(sides["after"][2], topic, sides["after"][3], locator))
                     print(f"{locator:>15} where the time goes: "
                           + ", ".join(f"{k} {v:.0%}" for k, v in profiles[locator].items()), flush=True)
         finally:
-            if proc is not None:
-                _stop(proc)
+            after.close()
+            if before is not None:
+                before.close()
             shutil.rmtree(work, ignore_errors=True)
     with open(os.path.join(args.out, "planning.json"), "w") as fh:
         json.dump({"rows": rows, "profiles": profiles, "facts": facts}, fh, indent=1)

@@ -30,14 +30,16 @@ def fixture_bytes(tp, base, suffix):
 
 
 def expect_tiered(tp):
-    """Base offsets of the segments tier() must copy: closed, next segment's base <= LSO."""
+    """The segments tier() must copy (closed, next segment's base <= LSO), each with the end
+    offset RemoteLogManager.copyLogSegment gives a copy: the next segment's base - 1, past the
+    last batch where compaction emptied the segment's tail."""
     segs = META[tp]["segments"]
     lso = META[tp]["lastStableOffset"]
     out = []
     for i, s in enumerate(segs[:-1]):
         if segs[i + 1]["baseOffset"] > lso:
             break
-        out.append(s)
+        out.append({**s, "endOffset": segs[i + 1]["baseOffset"] - 1})
     return out
 
 
@@ -72,9 +74,11 @@ def test_tier_copies_closed_segments_below_lso_in_layout(tiered):
         metas = s.remote_segments(*tp)
         want = expect_tiered(tp)
         assert [(m.base_offset, m.end_offset, m.size_bytes, m.max_timestamp) for m in metas] == \
-            [(w["baseOffset"], w["lastOffset"], w["sizeBytes"], w["maxTimestamp"]) for w in want]
+            [(w["baseOffset"], w["endOffset"], w["sizeBytes"], w["maxTimestamp"]) for w in want]
         topic_id = s.topics[tp[0]].topic_id
+        cache = s._part(*tp).log.epochs
         for m in metas:
+            entries = [(e, o) for e, o in cache.entries if o <= m.end_offset]
             assert m.state == "COPY_FINISHED" and m.topic_id == topic_id
             original = fixture_bytes(tp, m.base_offset, ".log")
             assert whole_object(store, m.log_key, m) == original
@@ -103,7 +107,9 @@ def test_tier_copies_closed_segments_below_lso_in_layout(tiered):
                 for sfx in (".index", ".timeindex", ".txnindex"):
                     assert store.get(stem + sfx) == fixture_bytes(tp, m.base_offset, sfx)
                 assert store.exists(stem + ".snapshot") and store.exists(stem + ".leader_epoch_checkpoint")
-                assert store.get(stem + ".leader_epoch_checkpoint").startswith(b"0\n")
+                # the leader's epoch entries up to the next segment's base (cumulative)
+                assert store.get(stem + ".leader_epoch_checkpoint") == \
+                    ("0\n%d\n" % len(entries) + "".join(f"{e} {o}\n" for e, o in entries)).encode()
         # local copies beyond retention are gone: default keeps none of the tiered ones
         local = sorted(int(n[:-4]) for n in os.listdir(base / "data" / f"{tp[0]}-{tp[1]}") if n.endswith(".log"))
         assert local == [sg["baseOffset"] for sg in META[tp]["segments"][len(want):]]

@@ -341,7 +341,7 @@ def test_planner_carries_known_manifests_and_reads_those_of_segments_shared_by_t
                                  "remote.storage.prefix": "p/"})
     obs = CountingObserver()
     planner = Planner(options, client=None, fetcher=create_fetcher(options.storage, observer=obs))
-    planner._checkpoints(SegmentSlice(known, 0, 100, ((0, 0),)))   # reads its offset index
+    planner.reads.checkpoints(SegmentSlice(known, 0, 100, ((0, 0),)))   # reads its offset index
     assert obs.by_location[aiven.segment_object_key(known, "rsm-manifest", "p/")] == 1
 
     def rr(s, first, end):
@@ -349,7 +349,7 @@ def test_planner_carries_known_manifests_and_reads_those_of_segments_shared_by_t
     tasks = [ReadTask(0, (rr(known, 0, 100), rr(shared, 100, 150), rr(gone, 300, 350))),
              ReadTask(1, (rr(shared, 150, 200), rr(single, 200, 300), rr(gone, 350, 400)))]
     obs.reset()
-    out = planner._with_manifest_infos(tasks)
+    out = planner.shipping.attach(tasks)
     info = {r.segment.segment_id: r.segment.manifest_info for t in out for r in t.ranges}
     # known: already read, no GET; shared by two tasks: one GET here instead of one per task;
     # read by one task only: left to that task's reader (one GET either way); unreadable: the

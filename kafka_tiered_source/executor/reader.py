@@ -222,6 +222,11 @@ class TaskReader:
             self.metrics.count(remote_wait_s=waited)
         if reached >= r.offset_end:
             return None
+        if (r.byte_end == seg.size_bytes and received == r.byte_end - r.byte_start and not carry):
+            # Read to the segment's last byte: its copy ends at the next local segment's base
+            # - 1 (RemoteLogManager.copyLogSegment), so the offsets past its last batch hold no
+            # record (compaction removed them).
+            return None
         # The hinted bytes did not hold the offsets they were said to hold: an object smaller
         # than the hint, or a hint that ends too early.  The broker can still serve them.
         short = (f"direct read of {seg!r} bytes [{r.byte_start}, {r.byte_end}) ended at offset "

@@ -4,7 +4,9 @@ The range is walked with Fetch requests that carry the KIP-1248 tags
 (``RemoteLogSegmentLocationRequested``).  While the leader answers with a remote location, the
 range lies in a tiered segment and the answer gives the segment id, custom metadata, byte hints
 and (read_committed) the aborted transactions; the walk jumps past the segment.  The first
-ordinary answer means the rest is still on the brokers: it becomes one broker range.
+ordinary answer means the rest is still on the brokers: it becomes one broker range.  An
+answer for a segment that starts past the offset asked (a hole between tiered copies) leaves
+the hole to the brokers too: they serve it or say why.
 
 Every partition of a plan is walked at once (:func:`~kafka_tiered_source.protocol.rounds.fetch_rounds`):
 each round asks every partition a leader leads for its next segment in one request, and the
@@ -16,12 +18,12 @@ a one-byte limit, so that a broker ignoring the tags sends one batch at most.
 """
 from __future__ import annotations
 
-from ..errors import BrokerError
+from ..errors import BrokerError, ConfigError
 from ..ids import uuid_to_str
 from ..model import EARLIEST_LOCAL
 from ..protocol.rounds import fetch_rounds
 from ..storage.segment import RemoteSegment
-from .locate import Located, broker_tail
+from .locate import OPTION, Located, TieredEnds, broker_range, broker_tail
 from .packing import SegmentSlice
 from .plan import PartitionRange
 from .tasks import AbortedTransaction, RemoteRange
@@ -38,10 +40,20 @@ class Kip1248Locator:
 
     name = "kip1248"
 
-    def __init__(self, client, *, isolation_level: int, storage_configured: bool):
+    def __init__(self, client, *, isolation_level: int, storage_configured: bool,
+                 strict: bool = False, tiered_ends: TieredEnds | None = None):
         self.client = client
         self.iso = isolation_level
         self.storage_configured = storage_configured
+        # asked for by name: a walk that finds nothing of a tiered range is an error
+        self.strict = strict
+        self.tiered_ends = tiered_ends
+
+    def refusal(self, pr: PartitionRange) -> str | None:
+        if not self.client.supports_kip1248(pr.topic, pr.partition):
+            return (f"the leader of {pr.topic}-{pr.partition} speaks no flexible Fetch version (12+), "
+                    f"which the KIP-1248 tags need")
+        return None
 
     def _locate(self, pr: PartitionRange, offset: int, max_bytes: int):
         return self.client.fetch(pr.topic, pr.partition, offset, max_bytes=max_bytes,
@@ -51,7 +63,7 @@ class Kip1248Locator:
     def locate(self, pr: PartitionRange) -> Located:
         return self.locate_all([pr])[(pr.topic, pr.partition)]
 
-    def locate_all(self, prs: list[PartitionRange]) -> dict:
+    def locate_all(self, prs) -> dict:
         """``{(topic, partition): Located}`` for every range, walked together."""
         walks = {(pr.topic, pr.partition): _Walk(self, pr) for pr in prs}
         local = self._earliest_local([pr for pr in prs if pr.start < pr.end])
@@ -65,7 +77,24 @@ class Kip1248Locator:
         if starts:
             fetch_rounds(self.client, starts, lambda key, result: walks[key].advance(result),
                          isolation_level=self.iso, request_remote_location=True)
-        return {key: w.located() for key, w in walks.items()}
+        out = {key: w.located() for key, w in walks.items()}
+        if self.strict and self.tiered_ends is not None:
+            for w in walks.values():
+                if w.limit > w.pr.start:     # something of the range is only in remote storage
+                    self._check_found(w.pr, out[(w.pr.topic, w.pr.partition)])
+        return out
+
+    def _check_found(self, pr: PartitionRange, loc: Located) -> None:
+        """A walk that found nothing although the range is tiered: the broker ignored the tags,
+        which is an error when ``kip1248`` was asked for by name."""
+        if loc.segments or pr.start >= pr.end:
+            return
+        latest_tiered = self.tiered_ends(pr) if self.tiered_ends is not None else None
+        if latest_tiered is not None and latest_tiered >= pr.start:
+            raise ConfigError(f"{OPTION}=kip1248, but the broker ignores the KIP-1248 tags: "
+                              f"{pr.topic}-{pr.partition} is tiered up to offset {latest_tiered} and the "
+                              f"leader answered with records, not locations; use auto or metadata-topic",
+                              option=OPTION)
 
     def _earliest_local(self, prs: list[PartitionRange]) -> dict:
         """The earliest local offset of each partition (one ListOffsets per topic and leader);
@@ -121,9 +150,12 @@ class _Walk:
                              if part.remote_log_segment_custom_metadata is not None else None),
             presigned_url=part.signed_remote_log_segment_location,
             storage_format=part.storage_format_version or "ApacheKafkaV1")
-        # the broker may answer a later segment when offset fell in a gap
+        # a later segment than asked for: the hole before it is the brokers' to serve
         first = max(self.offset, seg.base_offset)
+        if first > self.offset:
+            self.pieces.append((self.offset, min(first, pr.end)))
         if first >= pr.end:
+            self.offset = pr.end
             return None
         seg_end = min(pr.end, seg.end_offset + 1)
         self.aborted_at[first] = _aborted(part)
@@ -135,7 +167,9 @@ class _Walk:
         return (self.offset, INT32_MAX) if self.offset < self.limit else None
 
     def located(self) -> Located:
-        pr, pieces, aborted_at = self.pr, list(self.pieces), self.aborted_at
+        pr, aborted_at = self.pr, self.aborted_at
+        pieces = [broker_range(pr, p[0], p[1], self.remote_bytes, self.remote_offsets) if isinstance(p, tuple)
+                  else p for p in self.pieces]
         if self.offset < pr.end:
             pieces.append(broker_tail(pr, self.offset, self.remote_bytes, self.remote_offsets))
         locator = self.locator
@@ -151,7 +185,10 @@ class _Walk:
             return [a for start, entries in sorted(aborted_at.items()) if first <= start < end
                     for a in entries]
 
-        return Located(pieces, aborted_for)
+        located = Located(pieces, aborted_for)
+        located.coverage = tuple((p.offset_start, p.offset_end, p.segment if isinstance(p, SegmentSlice) else None)
+                                 for p in pieces)
+        return located
 
 
 def _aborted(part) -> tuple:

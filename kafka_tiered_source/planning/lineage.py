@@ -96,3 +96,49 @@ def on_lineage(segment_epochs, end_offset: int, lineage: Lineage) -> bool:
         elif end_offset > lineage.end(epoch) - 1:
             return False
     return end_offset < lineage.log_end_offset
+
+
+def ask_lineages(client, wants: dict) -> dict:
+    """``{(topic, partition): (log start offset, segments' epochs)}`` -> ``{(topic, partition):
+    Lineage}``: the epochs :func:`epochs_to_ask` names, asked with OffsetForLeaderEpoch for
+    every partition of a topic at once (one request per leader per round)."""
+    by_topic: dict = {}
+    for (topic, p), (_, segment_epochs) in wants.items():
+        by_topic.setdefault(topic, {})[p] = sorted(epochs_to_ask(segment_epochs))
+    out = {}
+    for topic, asks in by_topic.items():
+        answers = client.offset_for_leader_epochs(topic, asks) if any(asks.values()) else {}
+        for p, epochs in asks.items():
+            got = answers.get(p, {})
+            out[(topic, p)] = Lineage({e: EpochAnswer(*got[e]) for e in epochs if e in got},
+                                      wants[(topic, p)][0], -1)
+    return out
+
+
+def parse_checkpoint(data: bytes, *, where: str) -> list[tuple[int, int]]:
+    """Kafka's leader-epoch checkpoint text (``LeaderEpochCheckpointFile``: version 0, the entry
+    count, then ``epoch startOffset`` lines), as RemoteLogManager uploads it with every segment
+    (the uploading leader's entries up to the segment's end)."""
+    from ..errors import SegmentFormatError
+    lines = [ln.strip() for ln in bytes(data).decode("ascii", "replace").splitlines() if ln.strip()]
+    try:
+        if len(lines) < 2 or lines[0] != "0" or int(lines[1]) != len(lines) - 2:
+            raise ValueError("not a version-0 checkpoint with as many entries as it says")
+        entries = [(int(e), int(o)) for e, o in (ln.split() for ln in lines[2:])]
+    except ValueError as exc:
+        raise SegmentFormatError(f"leader-epoch checkpoint: {exc}", location=where) from None
+    return entries
+
+
+def epochs_in_range(entries, start: int, end: int) -> tuple[tuple[int, int], ...]:
+    """LeaderEpochFileCache.epochEntriesInRange(start, end) over checkpoint ``entries``: the
+    epochs with offsets in ``[start, end)``, the first one moved up to ``start`` — a segment's
+    leader epochs as RemoteLogManager records them."""
+    pairs = sorted(entries, key=lambda x: x[1])
+    out = []
+    for i, (e, o) in enumerate(pairs):
+        nxt = pairs[i + 1][1] if i + 1 < len(pairs) else None
+        if o >= end or (nxt is not None and nxt <= start):
+            continue
+        out.append((e, max(o, start)))
+    return tuple(out)

@@ -7,18 +7,27 @@ offset, segment id, suffix) with the inverse of the layout's key function
 
 Per partition, the segments in base-offset order.  End offsets come from the Aiven manifest's
 ``remoteLogSegmentMetadata`` when present, else from the segment's offset index's last entry plus
-a walk of the batch headers of the tail (one ranged GET of the tail).  Not from the next segment's
-base offset: compaction leaves gaps between segments, and a range promising offsets that its
-bytes do not hold would read as a short read.  Sizes: the manifest's chunk index (Aiven), the
+a walk of the batch headers of the tail (one ranged GET of the tail): the last batch's, which
+a compacted tail may leave below the copy's real end offset (Kafka's: the next local segment's
+base - 1; see below for what each side does with the offsets in between).  Sizes: the manifest's chunk index (Aiven), the
 listed ``.log`` size (kafka-local-tiered).  Aiven: what the reader needs of each manifest (size,
 chunk table) travels with the tasks as ``RemoteSegment.manifest_info``, so executors GET no
 manifest.
 
-Which copy is the live one is not visible in a listing (the broker's remote log metadata says
-``COPY_SEGMENT_FINISHED``).  A copy that is incomplete (Aiven: no ``.rsm-manifest``, which the
-plugin writes last; kafka-local-tiered: no ``.log`` or ``.index``) is skipped with a warning.  Two
-complete copies of the same base offset (a re-upload after a failed copy) are refused with both
-segment ids: picking one would be a guess.  Overlapping segments are refused too.
+Which copy is live is not in the objects.  A copy that is incomplete (Aiven: no
+``.rsm-manifest``, which the plugin writes last; kafka-local-tiered: no ``.log`` or ``.index``) is
+skipped with a warning.  With a broker (:class:`ListingLocator`), overlapping and duplicate copies
+are resolved as the metadata path resolves them (:mod:`.coverage`): each copy's leader epochs
+come from the leader-epoch checkpoint uploaded with it (RemoteLogManager uploads the leader's
+entries up to the segment's end: Aiven's ``leaderEpoch`` index, LocalTieredStorage's
+``.leader_epoch_checkpoint``), the lineage from OffsetForLeaderEpoch; what no copy serves goes
+to the broker.  Without a broker (:class:`StoreListing` alone) two complete copies of the same
+base offset (a re-upload after a failed copy) are refused with both segment ids, and so are
+overlapping copies: picking one would be a guess.  Offline, a copy whose end offset no manifest
+gives ends where the next copy starts, as Kafka's copies do (RemoteLogManager.copyLogSegment:
+the next local segment's base - 1): offsets past its last batch were compacted away.  Unless an
+incomplete copy starts in between: then whether records are missing cannot be known, and the
+read is refused naming the offsets.
 
 read_committed: the aborted transactions come from the ``.txnindex`` of every listed segment of
 the partition.  Transactions still open at the end of the tiered range come from the last
@@ -39,10 +48,13 @@ from ..storage.indexes import (AbortedTxn, parse_offset_index, parse_producer_sn
 from ..storage.layouts import listing_prefix, parse_aiven_key, parse_local_tiered_key
 from ..storage.protocols import SegmentCatalog
 from ..storage.segment import RemoteSegment
+from .coverage import serving
+from .lineage import ask_lineages, epochs_in_range, parse_checkpoint
 from .locate import Located
 from .packing import SegmentSlice, index_checkpoints
 from .plan import PartitionRange
-from .tiered import locate_tiered
+from .remote_log_state import FINISHED, CopyMeta, PartitionState
+from .tiered import located_spans
 from .txn import aborted_in
 
 log = logging.getLogger(__name__)
@@ -125,45 +137,54 @@ class StoreListing:
         return f"{c.fetcher or c.fetcher_class} storage under prefix {c.prefix!r} ({c.layout} layout)"
 
     # -- segments ------------------------------------------------------------------------------
-    def tiered_partition(self, topic: str, partition: int, topic_id: str, copies: dict) -> TieredPartition:
-        layout = self.config.layout
-        required = _REQUIRED[layout]
-        by_base: dict[int, list[tuple[str, dict]]] = {}
-        for (base, seg_id), objects in copies.items():
+    def complete_copies(self, topic: str, partition: int, topic_id: str, copies: dict
+                        ) -> tuple[list[RemoteSegment], list[int]]:
+        """The complete copies of a partition (by base offset, then segment id) with sizes and
+        end offsets (the manifest's, else the last batch's), and the base offsets of the
+        incomplete ones."""
+        required = _REQUIRED[self.config.layout]
+        chosen, incomplete = [], []
+        for (base, seg_id), objects in sorted(copies.items()):
             missing = required - set(objects)
             if missing:
                 log.warning("%s-%d: segment %s at offset %d is incomplete (no %s object), skipped: "
                             "an upload that did not finish is never read", topic, partition, seg_id,
                             base, ", ".join(sorted(missing)))
+                incomplete.append(base)
                 continue
-            by_base.setdefault(base, []).append((seg_id, objects))
-        where = f"{topic}-{partition}"
-        chosen = []
-        for base in sorted(by_base):
-            candidates = by_base[base]
-            if len(candidates) > 1:
-                raise OfflinePlanningError(
-                    f"{where}: {len(candidates)} complete copies of the segment at offset {base} "
-                    f"(segment ids {', '.join(sorted(s for s, _ in candidates))}); the broker's "
-                    f"metadata says which one is COPY_FINISHED, remote storage alone does not: "
-                    f"read with kafka.bootstrap.servers, or remove the stale copy")
-            chosen.append((base, *candidates[0]))
-        if not chosen:
-            raise OfflinePlanningError(f"{where}: no complete tiered segment in {self.where()}")
+            chosen.append((base, seg_id, objects))
         segments = self._map(lambda c: self._segment(topic, partition, topic_id, *c), chosen)
-        # End offsets the manifests did not give: walk the tail of each such segment.  Not
-        # "next base - 1": compaction leaves gaps between segments, and a range that promises
-        # offsets its bytes do not hold reads as a short (failed) read.
+        # End offsets the manifests did not give: walk the tail of each such segment.
         unknown = [i for i, seg in enumerate(segments) if seg.end_offset < seg.base_offset]
         for i, end in zip(unknown, self._map(lambda i: self._last_offset(segments[i]), unknown), strict=True):
             segments[i] = _with_end(segments[i], end)
+        return segments, incomplete
+
+    def tiered_partition(self, topic: str, partition: int, topic_id: str, copies: dict) -> TieredPartition:
+        """Without a broker: the partition's copies, refused when two hold the same offsets."""
+        where = f"{topic}-{partition}"
+        by_base: dict[int, list[str]] = {}
+        required = _REQUIRED[self.config.layout]
+        for (base, seg_id), objects in copies.items():
+            if not required - set(objects):
+                by_base.setdefault(base, []).append(seg_id)
+        for base, ids in sorted(by_base.items()):
+            if len(ids) > 1:
+                raise OfflinePlanningError(
+                    f"{where}: {len(ids)} complete copies of the segment at offset {base} "
+                    f"(segment ids {', '.join(sorted(ids))}); the broker's "
+                    f"metadata says which one is COPY_FINISHED, remote storage alone does not: "
+                    f"read with kafka.bootstrap.servers, or remove the stale copy")
+        segments, incomplete = self.complete_copies(topic, partition, topic_id, copies)
+        if not segments:
+            raise OfflinePlanningError(f"{where}: no complete tiered segment in {self.where()}")
         for seg, nxt in pairwise(segments):
             if seg.end_offset >= nxt.base_offset:
                 raise OfflinePlanningError(
                     f"{where}: segments {seg.segment_id} [{seg.base_offset}, {seg.end_offset}] "
                     f"and {nxt.segment_id} (from {nxt.base_offset}) overlap; remote storage "
                     f"alone cannot tell which one the broker serves")
-        return TieredPartition(topic, partition, topic_id, segments)
+        return TieredPartition(topic, partition, topic_id, _contiguous(where, segments, incomplete))
 
     def _map(self, fn, items) -> list:
         """``fn`` over ``items`` with ``fetch.remote.concurrency`` requests in flight, in order."""
@@ -298,7 +319,27 @@ class StoreListing:
             if first < end:
                 pieces.append(SegmentSlice(seg, first, end, self._checkpoints(seg, first)))
         entries = self._aborted.get((pr.topic, pr.partition), ())
-        return Located(pieces, lambda topic, p, first, end, _: aborted_in(entries, first, end))
+        located = Located(pieces, lambda topic, p, first, end, _: aborted_in(entries, first, end))
+        located.coverage = tuple((p.offset_start, p.offset_end, p.segment) for p in pieces)
+        return located
+
+
+def _contiguous(where: str, segments: list[RemoteSegment], incomplete: list[int]) -> list[RemoteSegment]:
+    """Offline: each copy ends where the next one starts (Kafka's copies end at the next local
+    segment's base - 1; a copy whose last batch ends earlier lost its tail to compaction), unless
+    an incomplete copy starts in between, which may have held records: refused, naming them."""
+    out = list(segments)
+    for i, (seg, nxt) in enumerate(pairwise(segments)):
+        if seg.end_offset + 1 >= nxt.base_offset:
+            continue
+        lost = [b for b in incomplete if seg.end_offset < b < nxt.base_offset]
+        if lost:
+            raise OfflinePlanningError(
+                f"{where}: offsets [{seg.end_offset + 1}, {nxt.base_offset}) are in no complete tiered "
+                f"copy, and an incomplete copy starts at offset {lost[0]}: whether records are missing "
+                f"there cannot be known without a broker; read with kafka.bootstrap.servers")
+        out[i] = _with_end(seg, nxt.base_offset - 1)
+    return out
 
 
 def _name(seg: RemoteSegment) -> str:
@@ -309,8 +350,9 @@ def _with_end(seg: RemoteSegment, end: int, size: int | None = None) -> RemoteSe
 
 
 class ListingLocator:
-    """The ``listing`` locator with a broker: the store's listing finds the tiered segments,
-    the broker supplies the bounds, the LSO and everything past the last tiered offset."""
+    """The ``listing`` locator with a broker: the store's listing finds the tiered copies, each
+    copy's leader-epoch checkpoint and OffsetForLeaderEpoch say which copy serves each offset
+    (:mod:`.coverage`), the broker supplies the bounds and serves what no copy does."""
 
     name = "listing"
 
@@ -320,12 +362,51 @@ class ListingLocator:
         self.iso = isolation_level
         self.offset_index = offset_index
         self._catalog: dict | None = None
+        self._segments: dict[str, RemoteSegment] = {}
 
-    def locate(self, pr: PartitionRange) -> Located:
+    def refusal(self, pr: PartitionRange) -> str | None:
+        return None
+
+    def copies(self, pr: PartitionRange) -> PartitionState:
+        """The partition's complete copies with their leader epochs, as finished copies of a
+        replayed state, in the order copies finish on a healthy cluster (by end offset)."""
         if self._catalog is None:
             self._catalog = self.listing.catalog()
-        copies = self._catalog.get(pr.topic, {}).get(pr.topic_id, {}).get(pr.partition)
-        segments = (self.listing.tiered_partition(pr.topic, pr.partition, pr.topic_id, copies).segments
-                    if copies else [])
-        return locate_tiered(pr, segments, offset_index=self.offset_index, fetcher=self.listing.fetcher,
-                             client=self.client, isolation_level=self.iso)
+        listed = self._catalog.get(pr.topic, {}).get(pr.topic_id, {}).get(pr.partition)
+        state = PartitionState()
+        if not listed:
+            return state
+        segments, _ = self.listing.complete_copies(pr.topic, pr.partition, pr.topic_id, listed)
+        epochs = self.listing._map(self._epochs, segments)
+        for n, (seg, eps) in enumerate(sorted(zip(segments, epochs, strict=True), key=lambda t: (t[0].end_offset, t[0].base_offset))):
+            state.add(CopyMeta(
+                segment_id=seg.segment_id, topic=seg.topic, topic_id=seg.topic_id, partition=seg.partition,
+                start_offset=seg.base_offset, end_offset=seg.end_offset, size_bytes=seg.size_bytes or 0,
+                max_timestamp_ms=seg.max_timestamp if seg.max_timestamp is not None else -1,
+                leader_epochs=eps, custom_metadata=seg.custom_metadata, state=FINISHED, order=(n,)))
+            self._segments[seg.segment_id] = seg
+        return state
+
+    def _epochs(self, seg: RemoteSegment) -> tuple[tuple[int, int], ...]:
+        data = self.listing.fetcher.fetch_index(seg, "leader_epoch")
+        if not data:
+            raise SegmentFormatError("no leader-epoch checkpoint, which says which leader wrote the "
+                                     "copy; the listing cannot tell overlapping copies apart without it",
+                                     location=_name(seg))
+        entries = parse_checkpoint(data, where=_name(seg))
+        return epochs_in_range(entries, seg.base_offset, seg.end_offset + 1)
+
+    def locate_all(self, prs) -> dict:
+        states = {(pr.topic, pr.partition): self.copies(pr) for pr in prs}
+        lineages = ask_lineages(self.client, {
+            (pr.topic, pr.partition): (pr.log_start, [c.leader_epochs for c in states[(pr.topic, pr.partition)].readable()])
+            for pr in prs if pr.start < pr.end and states[(pr.topic, pr.partition)].readable()})
+        out = {}
+        for pr in prs:
+            key = (pr.topic, pr.partition)
+            spans = serving(pr.start, pr.end, states[key], lineages.get(key))
+            out[key] = located_spans(pr, [(s, e, self._segments[c.segment_id] if c is not None else None)
+                                          for s, e, c in spans],
+                                     offset_index=self.offset_index, fetcher=self.listing.fetcher,
+                                     client=self.client, isolation_level=self.iso)
+        return out

@@ -1,19 +1,27 @@
-"""Where a partition's offsets live: the locators' common interface.
+"""Where a partition's offsets live: the locators' common interface, and how one is chosen.
 
-A locator turns one :class:`PartitionRange` into pieces in offset order: slices of tiered
-segments (read directly from remote storage) and, for what is not tiered, one broker range.
-With the pieces it hands over how to find the aborted transactions a reader starting anywhere in
-the range must apply (read_committed), because each locator learns those differently: KIP-1248
-answers carry them, tiered ``.txnindex`` files hold them.
+A locator (:class:`SegmentLocator`) turns partition ranges into a coverage map and the pieces
+built from it, in offset order: slices of tiered segments (read directly from remote storage)
+and broker ranges for what no tiered copy serves.  With the pieces it hands over how to find
+the aborted transactions a reader starting anywhere in the range must apply (read_committed),
+because each locator learns those differently: KIP-1248 answers carry them, tiered
+``.txnindex`` files hold them.
 
-Locators today: ``kip1248`` (:mod:`.kip1248`, the Fetch walk with location tags) and ``listing``
-(:mod:`.listing`, the object store listed, used offline).
+Locators: ``kip1248`` (:mod:`.kip1248`, the Fetch walk with location tags), ``metadata-topic``
+(:mod:`.metadata_topic`, ``__remote_log_metadata`` as today's brokers keep it), ``listing``
+(:mod:`.listing`, the object store listed; offline too) and :class:`BrokerLocator` (everything
+through the brokers).  :class:`LocatorChoice` picks one per partition: by name, or for
+``auto`` the first of a chain of (condition, locator) that holds.  Whatever the locator, the
+planner checks its pieces against the range (:func:`.coverage.check_cover`) before packing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, Union
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol, Sequence, Union
 
+from ..errors import BrokerError, ConfigError
+from ..model import LATEST_TIERED
+from .coverage import Exclusion
 from .packing import SegmentSlice
 from .plan import PartitionRange
 from .tasks import BrokerRange
@@ -21,13 +29,19 @@ from .txn import AbortedFor
 
 # With no remote data to learn from, a broker offset is guessed to cost this many bytes.
 DEFAULT_BYTES_PER_OFFSET = 256
+OPTION = "remote.segment.locator"
+Key = tuple  # (topic, partition)
 
 
 @dataclass
 class Located:
-    """One partition's pieces and how to find the aborted transactions of a reader of it."""
+    """One partition's pieces and how to find the aborted transactions of a reader of it.
+    ``coverage``: the served spans the pieces were built from (``(start, end, segment or
+    None)``), for estimates and tests; ``exclusions``: offsets deliberately read nowhere."""
     pieces: list[Union[SegmentSlice, BrokerRange]]
     aborted_for: AbortedFor
+    exclusions: list[Exclusion] = field(default_factory=list)
+    coverage: tuple = ()
 
     @property
     def segments(self) -> int:
@@ -35,10 +49,13 @@ class Located:
 
 
 class SegmentLocator(Protocol):
+    """A way of finding where offsets live.  ``refusal`` says why it cannot serve a partition
+    when asked for by name (None: it can); ``locate_all`` locates every range given at once."""
     name: str
 
-    def locate(self, pr: PartitionRange) -> Located:
-        """The pieces of ``[pr.start, pr.end)``."""
+    def refusal(self, pr: PartitionRange) -> str | None: ...
+
+    def locate_all(self, prs: Sequence[PartitionRange]) -> dict[Key, Located]: ...
 
 
 def no_aborted(topic, partition, first, end, first_range) -> tuple:
@@ -46,10 +63,121 @@ def no_aborted(topic, partition, first, end, first_range) -> tuple:
     return ()
 
 
+def broker_range(pr: PartitionRange, start: int, end: int, remote_bytes: int = 0,
+                 remote_offsets: int = 0) -> BrokerRange:
+    """``[start, end)`` through the brokers; its size guessed from the tiered part when there
+    is one (the same producers wrote both)."""
+    per_offset = remote_bytes / remote_offsets if remote_offsets else DEFAULT_BYTES_PER_OFFSET
+    return BrokerRange(pr.topic, pr.partition, pr.topic_id, start, end, int((end - start) * per_offset))
+
+
 def broker_tail(pr: PartitionRange, offset: int, remote_bytes: int = 0,
                 remote_offsets: int = 0) -> BrokerRange:
-    """``[offset, pr.end)`` through the brokers; its size guessed from the tiered part when
-    there is one (the same producers wrote both)."""
-    per_offset = remote_bytes / remote_offsets if remote_offsets else DEFAULT_BYTES_PER_OFFSET
-    return BrokerRange(pr.topic, pr.partition, pr.topic_id, offset, pr.end,
-                       int((pr.end - offset) * per_offset))
+    """``[offset, pr.end)`` through the brokers."""
+    return broker_range(pr, offset, pr.end, remote_bytes, remote_offsets)
+
+
+class BrokerLocator:
+    """Everything through the brokers (direct reads off, or nothing of the range tiered)."""
+
+    name = "broker"
+
+    def refusal(self, pr: PartitionRange) -> str | None:
+        return None
+
+    def locate_all(self, prs: Sequence[PartitionRange]) -> dict[Key, Located]:
+        out = {}
+        for pr in prs:
+            loc = Located([broker_tail(pr, pr.start)] if pr.start < pr.end else [], no_aborted)
+            loc.coverage = ((pr.start, pr.end, None),) if pr.start < pr.end else ()
+            out[(pr.topic, pr.partition)] = loc
+        return out
+
+
+class Unavailable:
+    """A locator that cannot be built with these options: refuses by name, with the reason."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+
+    def refusal(self, pr: PartitionRange) -> str | None:
+        return self.reason
+
+    def locate_all(self, prs: Sequence[PartitionRange]) -> dict[Key, Located]:
+        raise ConfigError(f"{OPTION}={self.name}: {self.reason}", option=OPTION)
+
+
+class TieredEnds:
+    """ListOffsets LATEST_TIERED (-5) of the plan's partitions: the highest tiered offset (-1:
+    none), None where the broker is older than Kafka 3.9 (ListOffsets v9).  Asked once per
+    topic, for every partition of the plan, when first needed."""
+
+    def __init__(self, client, ranges: Iterable[PartitionRange]):
+        self.client = client
+        self.partitions: dict[str, list[int]] = {}
+        for pr in ranges:
+            self.partitions.setdefault(pr.topic, []).append(pr.partition)
+        self._ends: dict[Key, int | None] = {}
+
+    def __call__(self, pr: PartitionRange) -> int | None:
+        key = (pr.topic, pr.partition)
+        if key not in self._ends:
+            parts = self.partitions.get(pr.topic) or [pr.partition]
+            try:
+                listed = self.client.list_offsets(pr.topic, dict.fromkeys(parts, LATEST_TIERED))
+                self._ends.update({(pr.topic, p): o.offset for p, o in listed.items()})
+            except BrokerError as exc:
+                if exc.error_name != "UNSUPPORTED_VERSION":
+                    raise
+                self._ends.update({(pr.topic, p): None for p in parts})
+        return self._ends.get(key)
+
+    def none_in(self, pr: PartitionRange) -> bool:
+        """Whether the broker says nothing of ``pr`` is tiered."""
+        end = self(pr)
+        return end is not None and end < pr.start
+
+
+Condition = Callable[[PartitionRange], bool]
+
+
+class LocatorChoice:
+    """Which locator serves each partition: ``named`` (``remote.segment.locator``) or, for
+    ``auto``, the first ``(condition, locator)`` of ``chain`` whose condition holds, else
+    ``fallback``.  A partition with no direct reads or an empty range goes to ``fallback``."""
+
+    def __init__(self, name: str, locators: dict[str, SegmentLocator], chain: Sequence[tuple[Condition, SegmentLocator]],
+                 fallback: SegmentLocator):
+        self.name = name
+        self.locators = locators
+        self.chain = chain
+        self.fallback = fallback
+
+    def choose(self, pr: PartitionRange, direct: bool) -> SegmentLocator:
+        if not (direct and pr.start < pr.end):
+            return self.fallback
+        if self.name == "auto":
+            return next((loc for cond, loc in self.chain if cond(pr)), self.fallback)
+        loc = self.locators[self.name]
+        why = loc.refusal(pr)
+        if why is not None:
+            raise ConfigError(f"{OPTION}={self.name}: {why}", option=OPTION)
+        return loc
+
+    def locate(self, ranges: Sequence[PartitionRange], direct: dict) -> tuple[dict[Key, Located], dict[Key, str]]:
+        """Every range located by its locator (each locator asked once, for all its ranges);
+        and the name of each partition's locator (``broker`` when it found no tiered slice)."""
+        groups: dict[int, tuple[SegmentLocator, list]] = {}
+        for pr in ranges:
+            loc = self.choose(pr, direct[(pr.topic, pr.partition)])
+            groups.setdefault(id(loc), (loc, []))[1].append(pr)
+        located: dict[Key, Located] = {}
+        names: dict[Key, str] = {}
+        for loc, prs in groups.values():
+            found = loc.locate_all(prs)
+            for pr in prs:
+                key = (pr.topic, pr.partition)
+                located[key] = found[key]
+                names[key] = loc.name if found[key].segments else "broker"
+        return located, names

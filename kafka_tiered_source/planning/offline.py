@@ -10,10 +10,10 @@ the ``aiven`` or ``kafka-local-tiered`` layout, the store itself is the catalogu
 2. ``subscribe`` / ``subscribePattern`` / ``assign`` are resolved against the topics found.
 3. Per partition, the segments in base-offset order.  End offsets come from the Aiven manifest's
    ``remoteLogSegmentMetadata`` when present, else from the segment's offset index's last entry
-   plus a walk of the batch headers of the tail (one ranged GET of the tail).  Not from the next
-   segment's base offset: compaction leaves gaps between segments, and a range promising
-   offsets that its bytes do not hold would read as a short read.  Sizes: the manifest's chunk index (Aiven), the listed ``.log`` size
-   (kafka-local-tiered).  Aiven: what the reader needs of each manifest (size, chunk table)
+   plus a walk of the batch headers of the tail (one ranged GET of the tail), and then, as Kafka
+   ends its copies, at the next copy's base - 1 (a compacted tail holds no records; a reader of
+   a range that ends past the last batch reads the segment to its last byte).  Sizes: the
+   manifest's chunk index (Aiven), the listed ``.log`` size (kafka-local-tiered).  Aiven: what the reader needs of each manifest (size, chunk table)
    travels with the tasks as ``RemoteSegment.manifest_info``, so executors GET no manifest.
 4. Offsets: ``earliest`` is the first tiered base offset, ``latest`` the offset after the last
    tiered one (read_committed: after the last *stable* tiered one, see below).
@@ -30,6 +30,9 @@ What cannot be known offline, and what is done about it:
   last; kafka-local-tiered: no ``.log`` or ``.index``) is skipped with a warning.  Two complete
   copies of the same base offset (a re-upload after a failed copy) are refused with both segment
   ids: picking one would be a guess.  Overlapping segments (known from manifests) are refused too.
+  A copy whose end offset no manifest gives ends where the next copy starts, as Kafka's copies
+  do (the next local segment's base - 1): the offsets past its last batch were compacted away —
+  unless an incomplete copy starts in between, which is refused naming the offsets.
 * **A topic deleted and re-created** leaves two topic ids under one name: refused, naming both
   (the objects of the deleted one are due for deletion by the broker; offline we cannot tell
   which one is current).
@@ -57,11 +60,12 @@ import logging
 from ..errors import ConfigError, OfflinePlanningError
 from ..model import Assign, SubscribePattern
 from .bounds import TIERED, check_range, resolve_bounds
-from .filters import narrow_ranges, restrict_partitions, skip_segments
+from .filters import narrow_ranges, restrict_partitions
 from .listing import StoreListing
-from .packing import PartitionWork, plan_read_tasks
+from .packing import plan_read_tasks
 from .plan import PartitionRange, Plan
 from .txn import with_txn
+from .works import checked_works
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +155,7 @@ class OfflinePlanner:
         self._tiered, self._latest = tiered, latest
         bounds = resolve_bounds(self.options, keys, earliest, latest,
                                 offsets_for_times=self.offsets_for_times)
-        ranges, works, located = [], [], {}
+        ranges, located = [], {}
         segments = 0
         for key, tp in tiered.items():
             s, e = check_range(f"{tp.topic}-{tp.partition}", *bounds[key], tp.earliest, latest[key],
@@ -160,12 +164,9 @@ class OfflinePlanner:
             ranges.append(PartitionRange(tp.topic, tp.partition, tp.topic_id, s, e, tp.earliest, latest[key]))
         ranges = narrow_ranges(ranges, self.row_filter, offsets_for_times=self.offsets_for_times)
         for pr in ranges:
-            key = (pr.topic, pr.partition)
-            loc = located[key] = listing.locate(pr)
-            loc.pieces = skip_segments(loc.pieces, self.row_filter, read_committed=committed)
+            loc = located[(pr.topic, pr.partition)] = listing.locate(pr)
             segments += loc.segments
-            if loc.pieces:
-                works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(loc.pieces)))
+        works = checked_works(ranges, located, row_filter=self.row_filter, read_committed=committed)
         o = self.options
         tasks = plan_read_tasks(works, target_bytes=o.partition_target_bytes,
                                 min_partitions=o.min_partitions,

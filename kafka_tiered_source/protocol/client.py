@@ -455,6 +455,45 @@ class BrokerClient:
             out[epoch] = self._with_retries("OffsetForLeaderEpoch", run, topic=topic, partition=partition)
         return out
 
+    def offset_for_leader_epochs(self, topic, asks: dict) -> dict:
+        """``{partition: [epochs]}`` -> ``{partition: {epoch: (leader epoch, end offset)}}``, as
+        :meth:`offset_for_leader_epoch` answers, for many partitions at once: each round asks
+        every partition's next epoch in one request per leader (a partition appears once per
+        request), so a plan costs as many rounds as its partition with the most epochs."""
+        topic = self._topic_name(topic)
+        R = m.OffsetForLeaderEpochRequest
+        queues = {p: list(epochs) for p, epochs in asks.items() if epochs}
+        out: dict = {p: {} for p in asks}
+        while queues:
+            wanted = {p: q.pop(0) for p, q in queues.items()}
+            queues = {p: q for p, q in queues.items() if q}
+
+            def run(wanted=wanted):
+                by_leader: dict = {}
+                for p, epoch in wanted.items():
+                    by_leader.setdefault(self.leader(topic, p), {})[p] = epoch
+                got = {}
+                for conn, parts in by_leader.items():
+                    conn.ensure_connected()
+                    req = R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic=topic, partitions=[
+                        R.OffsetForLeaderPartition(partition=p, leader_epoch=e) for p, e in sorted(parts.items())])])
+                    resp = conn.request(req, conn.pick_version(R))
+                    for t in resp.topics:
+                        for p in t.partitions:
+                            if p.partition not in parts:
+                                continue
+                            if p.error_code:
+                                raise broker_error(p.error_code, broker=conn.address,
+                                                   api="OffsetForLeaderEpoch", topic=topic, partition=p.partition)
+                            got[p.partition] = (p.leader_epoch, p.end_offset)
+                missing = sorted(set(wanted) - set(got))
+                if missing:
+                    raise BrokerError(f"no answer for partitions {missing}", api="OffsetForLeaderEpoch", topic=topic)
+                return got
+            for p, answer in self._with_retries("OffsetForLeaderEpoch", run, topic=topic).items():
+                out[p][wanted[p]] = answer
+        return out
+
     # -- Fetch
 
     def fetch(self, topic, partition: int, offset: int, *, max_bytes: int | None = None,

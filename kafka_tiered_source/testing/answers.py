@@ -16,6 +16,9 @@ class TopicInfo:
     topic_id: str                # Kafka Uuid string
     partitions: int
     log_append_time: bool = False
+    # remote retention (RemoteLogManager's expiration task): retention.ms / retention.bytes
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
 
     @cached_property
     def topic_id_bytes(self) -> bytes:

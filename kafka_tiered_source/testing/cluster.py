@@ -44,8 +44,13 @@ class EmbeddedCluster:
     ``kip1248``: True answers the KIP-1248 location tags on Fetch; False is Apache Kafka 4.1
     (tags ignored, tiered data served through the broker).  Either way, with remote storage the
     broker writes ``__remote_log_metadata`` (``remote_log_metadata_partitions`` partitions) as
-    TopicBasedRemoteLogMetadataManager does; ``bump_leader_epoch`` stands for a leadership change
-    and ``upload_segment_copy`` for another replica's (off-lineage) upload of a segment.
+    TopicBasedRemoteLogMetadataManager does (``kip1266=True``: keyed version-1 records and
+    tombstones, as KIP-1266 proposes).  A partition has one replica unless ``add_replica`` adds
+    followers that roll their segments at other offsets; ``move_leader`` moves leadership to one
+    (a new leader epoch; its copies then start at its own segment holding the highest copied
+    offset + 1, so copies overlap as on real clusters), ``bump_leader_epoch`` is a leadership
+    change to the same replica, ``upload_segment_copy`` another replica's (off-lineage) upload,
+    and ``expire`` remote retention (topics created with ``retention_ms`` / ``retention_bytes``).
     ``encryption_key_pair_id`` and ``encryption_key_pairs`` (``{id: private key PEM file}``) are
     the Aiven plugin's ``encryption.key.pair.id`` / ``encryption.key.pairs``: with them the aiven
     layout encrypts what it tiers with the active pair (chunk compression on or off) and reads
@@ -64,7 +69,7 @@ class EmbeddedCluster:
                  telemetry_metrics=(), telemetry_push_interval_ms: int = 5000,
                  consumer_byte_rate: int | None = None, kip1248: bool = True,
                  remote_log_metadata_partitions: int = 50, encryption_key_pair_id: str | None = None,
-                 encryption_key_pairs=None):
+                 encryption_key_pairs=None, kip1266: bool = False):
         self.data_dir = os.path.abspath(data_dir)
         self.storage = BrokerStorage(
             self.data_dir, remote_storage=remote_storage, layout=layout, segment_bytes=segment_bytes,
@@ -74,7 +79,8 @@ class EmbeddedCluster:
             s3_endpoint_url=s3_endpoint_url, s3_region=s3_region, s3_access_key_id=s3_access_key_id,
             s3_secret_access_key=s3_secret_access_key, s3_session_token=s3_session_token, broker_id=0,
             remote_log_metadata_partitions=remote_log_metadata_partitions,
-            encryption_key_pair_id=encryption_key_pair_id, encryption_key_pairs=encryption_key_pairs)
+            encryption_key_pair_id=encryption_key_pair_id, encryption_key_pairs=encryption_key_pairs,
+            kip1266=kip1266)
         self.coordinator = Coordinator(self.data_dir)
         self.config = ServerConfig(
             host=host, port=port, sasl=SaslConfig.of(sasl), ssl=SslConfig.of(ssl), metrics_port=metrics_port,
@@ -191,8 +197,8 @@ class EmbeddedCluster:
     def tier(self, topic: str | None = None):
         return self.storage.tier(topic)
 
-    def roll(self, topic: str, partition: int) -> None:
-        self.storage.roll(topic, partition)
+    def roll(self, topic: str, partition: int, replica: int | None = None) -> None:
+        self.storage.roll(topic, partition, replica)
 
     def offsets(self, topic: str, partition: int):
         return self.storage.offsets(topic, partition)

@@ -2,9 +2,10 @@
 epoch and the offset where it starts, in the partition directory's ``leader-epoch-checkpoint``
 (Kafka's text format: version 0, the entry count, then ``epoch startOffset`` lines).
 
-The embedded broker is always its partitions' leader; :meth:`LeaderEpochCache.bump` stands in for a
-leadership change (Kafka assigns the new epoch at the log end offset when a replica becomes
-leader), and every batch appended afterwards carries the new epoch.  OffsetForLeaderEpoch answers
+Each replica of a partition keeps its own cache; :meth:`LeaderEpochCache.bump` is a leadership
+change on the new leader (Kafka assigns the new epoch at the log end offset when a replica
+becomes leader), every batch appended afterwards carries the new epoch, and followers assign
+the epochs of the batches they replicate.  OffsetForLeaderEpoch answers
 from here (:meth:`end_offset_for`), and so does the lineage rule that decides which copy of a
 tiered segment is live.
 """
@@ -53,32 +54,74 @@ class LeaderEpochCache:
         return self.entries[-1][0] if self.entries else 0
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset`` (Kafka's ``assign``: an epoch not newer
-        than the latest, or a start offset below the latest one's, changes nothing)."""
-        if epoch < 0:
+        """Record that ``epoch`` starts at ``start_offset``, as LeaderEpochFileCache.assign does:
+        nothing changes when the latest entry is that epoch from no later an offset; otherwise the
+        entries of that epoch or later, or starting at or after ``start_offset``, are dropped
+        first (a new leader's epoch at an offset an older epoch also claimed wins)."""
+        if epoch < 0 or start_offset < 0:
             return False
-        if self.entries and (epoch <= self.entries[-1][0] or start_offset < self.entries[-1][1]):
+        if self.entries and self.entries[-1][0] == epoch and start_offset >= self.entries[-1][1]:
             return False
+        while self.entries and (self.entries[-1][0] >= epoch or self.entries[-1][1] >= start_offset):
+            self.entries.pop()
         self.entries.append((epoch, start_offset))
         return True
 
     def bump(self, log_end_offset: int) -> int:
-        """A new leader epoch, starting at the log end offset; returns it."""
+        """A new leader epoch, starting at the log end offset (Partition.makeLeader); returns it."""
         epoch = self.latest + 1
-        self.entries.append((epoch, log_end_offset))
+        self.assign(epoch, log_end_offset)
         self.save()
         return epoch
 
+    def truncate_from_start(self, offset: int) -> None:
+        """The log start offset moved to ``offset`` (LeaderEpochFileCache.truncateFromStart):
+        entries that start before it go, except the last of them, which now starts there."""
+        before = [e for e in self.entries if e[1] <= offset]
+        if not before:
+            return
+        last = before[-1]
+        kept = [(last[0], offset)] + [e for e in self.entries if e[1] > offset]
+        if kept != self.entries:
+            self.entries = kept
+            self.save()
+
+    def truncate_from_end(self, offset: int) -> None:
+        """The log was truncated to ``offset`` (LeaderEpochFileCache.truncateFromEnd): entries
+        that start at or after it go."""
+        kept = [e for e in self.entries if e[1] < offset]
+        if kept != self.entries:
+            self.entries = kept
+            self.save()
+
     # -- look-ups
+    def entries_in_range(self, start: int, end: int) -> list[tuple[int, int]]:
+        """LeaderEpochFileCache.epochEntriesInRange: the entries of ``[start, end)``, the first
+        moved up to ``start`` (``start`` < 0: from the first entry)."""
+        out = []
+        for i, (e, o) in enumerate(self.entries):
+            nxt = self.entries[i + 1][1] if i + 1 < len(self.entries) else None
+            if o >= end or (start >= 0 and nxt is not None and nxt <= start):
+                continue
+            out.append((e, max(o, start)))
+        return out
+
     def end_offset_for(self, requested: int, log_end_offset: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch's answer: the largest epoch <= ``requested`` and where it ends
-        (the next epoch's start, or the log end offset for the latest); (-1, -1) for none."""
-        i = bisect.bisect_right(self.entries, (requested, float("inf"))) - 1
-        if i < 0:
+        """OffsetForLeaderEpoch's answer, as LeaderEpochFileCache.endOffsetFor gives it: for the
+        latest epoch the log end offset; else the largest epoch <= ``requested`` and the next
+        epoch's start; for an epoch below every entry, that epoch and the first entry's start;
+        above every entry (or none), (-1, -1)."""
+        if requested < 0 or not self.entries:
             return -1, -1
-        epoch = self.entries[i][0]
-        end = self.entries[i + 1][1] if i + 1 < len(self.entries) else log_end_offset
-        return epoch, end
+        if requested == self.entries[-1][0]:
+            return requested, log_end_offset
+        i = bisect.bisect_right(self.entries, (requested, float("inf")))
+        if i >= len(self.entries):
+            return -1, -1
+        higher_start = self.entries[i][1]
+        if i == 0:
+            return requested, higher_start
+        return self.entries[i - 1][0], higher_start
 
     def epoch_for(self, offset: int) -> int:
         """The epoch that wrote ``offset`` (-1 when it lies before the first entry)."""

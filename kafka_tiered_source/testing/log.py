@@ -24,33 +24,18 @@ from typing import Iterator
 import crc32c
 
 from ..errors import KafkaTieredError
-from ..protocol.errors import code_of
-from ..protocol.primitives import write_varlong
 from ..records.header import (
-    ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK, BatchHeader, iter_headers, read_header,
+    ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,
+    BatchHeader, iter_headers, read_header,
 )
 from ..storage.indexes import (OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, AbortedTxn, lookup_position,
                                lookup_time, parse_txn_index)
+from .batches import StorageError, control_batch, control_type, validate_batches
 from .epochs import LeaderEpochCache
 
 INDEX_INTERVAL_BYTES = 4096
 TXN_ENTRY_SIZE = TXN_ENTRY.size          # 34
 NO_TIMESTAMP = -1
-
-
-class StorageError(KafkaTieredError):
-    """A request the log refuses; ``error_name``/``error_code`` are what the broker answers."""
-
-    def __init__(self, error_name: str, message: str, *, topic: str | None = None,
-                 partition: int | None = None):
-        self.error_name = error_name
-        self.error_code = code_of(error_name)     # the protocol layer's single error table
-        self.topic = topic
-        self.partition = partition
-        where = f" (topic {topic} partition {partition})" if topic is not None else ""
-        super().__init__(f"{error_name}: {message}{where}")
-
 
 
 def collect_aborted(entries, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
@@ -111,61 +96,6 @@ def build_indexes(data, base_offset: int, interval: int = INDEX_INTERVAL_BYTES) 
 
 def filename(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
-
-
-# --------------------------------------------------------------------------------------------
-# record batch validation and rewriting
-
-
-def validate_batches(buf: bytes, *, topic=None, partition=None) -> list[BatchHeader]:
-    """Check that ``buf`` is whole v2 batches with valid CRCs; CORRUPT_MESSAGE otherwise."""
-    headers = []
-    pos, end = 0, len(buf)
-    if end == 0:
-        raise StorageError("CORRUPT_MESSAGE", "empty record set", topic=topic, partition=partition)
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            raise StorageError("CORRUPT_MESSAGE", f"truncated batch header at byte position {pos}",
-                               topic=topic, partition=partition)
-        (length,) = struct.unpack_from(">i", buf, pos + 8)
-        if length + LOG_OVERHEAD < HEADER_SIZE or pos + LOG_OVERHEAD + length > end:
-            raise StorageError("CORRUPT_MESSAGE", f"invalid batch length {length} at byte position {pos}",
-                               topic=topic, partition=partition)
-        magic = buf[pos + 16]
-        if magic != 2:
-            raise StorageError("UNSUPPORTED_FOR_MESSAGE_FORMAT",
-                               f"record batch magic {magic} at byte position {pos} (only v2 is accepted)",
-                               topic=topic, partition=partition)
-        h = read_header(buf, pos)
-        crc = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:pos + LOG_OVERHEAD + length])
-        if crc != h.crc:
-            raise StorageError("CORRUPT_MESSAGE",
-                               f"CRC32C mismatch at byte position {pos}: stored {h.crc:#010x}, computed {crc:#010x}",
-                               topic=topic, partition=partition)
-        headers.append(h)
-        pos += LOG_OVERHEAD + length
-    return headers
-
-
-def _zigzag(n: int) -> bytes:
-    out = bytearray()
-    write_varlong(out, n)
-    return bytes(out)
-
-
-def control_batch(offset: int, producer_id: int, producer_epoch: int, commit: bool,
-                  coordinator_epoch: int, timestamp_ms: int, leader_epoch: int = 0) -> bytes:
-    """An END_TXN control batch as the coordinator's WriteTxnMarkers makes the leader write."""
-    key = struct.pack(">hh", 0, 1 if commit else 0)
-    value = struct.pack(">hi", 0, coordinator_epoch)
-    body = (b"\x00" + _zigzag(0) + _zigzag(0) + _zigzag(len(key)) + key
-            + _zigzag(len(value)) + value + _zigzag(0))
-    record = _zigzag(len(body)) + body
-    after_crc = struct.pack(">hiqqqhii", TRANSACTIONAL_MASK | CONTROL_MASK, 0, timestamp_ms,
-                            timestamp_ms, producer_id, producer_epoch, -1, 1) + record
-    crc = crc32c.crc32c(after_crc)
-    length = 4 + 1 + 4 + len(after_crc)
-    return struct.pack(">qiibI", offset, length, leader_epoch, 2, crc) + after_crc
 
 
 # --------------------------------------------------------------------------------------------
@@ -447,6 +377,11 @@ class PartitionLog:
         """Append a Produce request's batches; returns (base offset, last offset, log append
         time or -1).  Exact retries of the last batches of an idempotent producer return the
         offsets they got the first time and write nothing."""
+        return self.append_leader(records)[0]
+
+    def append_leader(self, records: bytes) -> tuple[tuple[int, int, int], bytes | None]:
+        """:meth:`append`, and the bytes written (offsets and leader epoch assigned), which the
+        followers replicate; None when nothing was written (a retried batch)."""
         headers = validate_batches(records, topic=self.topic, partition=self.partition)
         for h in headers:
             if h.is_control:
@@ -454,7 +389,7 @@ class PartitionLog:
                                    f"(byte position {h.position})", topic=self.topic, partition=self.partition)
         dup = self._duplicate(headers)
         if dup is not None:
-            return dup[0], dup[1], -1
+            return (dup[0], dup[1], -1), None
         buf = bytearray(records)
         offset = self.log_end_offset
         now = int(time.time() * 1000)
@@ -470,14 +405,31 @@ class PartitionLog:
                 struct.pack_into(">I", buf, h.position + CRC_OFFSET, crc)
             offset += h.last_offset_delta + 1
         data = bytes(buf)
+        new_headers = self._write(data)
+        return (new_headers[0].base_offset, new_headers[-1].last_offset,
+                now if self.log_append_time else -1), data
+
+    def _write(self, data: bytes) -> list[BatchHeader]:
         new_headers = list(iter_headers(data))
         seg = self._maybe_roll(len(data))
         seg.append(data, new_headers)
         for h in new_headers:
             self._track(h, h.base_offset, h.last_offset, seg)
-        if self.epochs.assign(epoch, new_headers[0].base_offset):
+        if self.epochs.assign(new_headers[0].partition_leader_epoch, new_headers[0].base_offset):
             self.epochs.save()
-        return new_headers[0].base_offset, new_headers[-1].last_offset, now if self.log_append_time else -1
+        return new_headers
+
+    def append_replicated(self, data: bytes) -> None:
+        """A follower's append of batches the leader wrote (offsets and epochs kept), rolling
+        at this replica's own segment size (Kafka's appendAsFollower)."""
+        headers = validate_batches(data, topic=self.topic, partition=self.partition)
+        if headers[0].base_offset != self.log_end_offset:
+            raise StorageError("OFFSET_OUT_OF_RANGE", f"replicated batch at offset {headers[0].base_offset}, "
+                               f"log end offset {self.log_end_offset}", topic=self.topic, partition=self.partition)
+        if headers[0].is_control:
+            self._append_marker(data, headers[0], control_type(data, headers[0]) == 1)
+        else:
+            self._write(data)
 
     def _duplicate(self, headers):
         """(first, last) offsets if the request repeats cached batches; raise on fencing or a gap."""
@@ -507,6 +459,11 @@ class PartitionLog:
                          coordinator_epoch: int) -> int:
         """Write a COMMIT/ABORT marker for the producer's open transaction; returns its offset.
         An ABORT adds the transaction to the .txnindex of the segment holding the marker."""
+        return self.write_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)[0]
+
+    def write_txn_marker_batch(self, producer_id: int, producer_epoch: int, commit: bool,
+                               coordinator_epoch: int) -> tuple[int, bytes]:
+        """:meth:`write_txn_marker`, and the control batch written (for the followers)."""
         p = self.producers.setdefault(producer_id, ProducerEntry())
         if producer_epoch < p.epoch:
             raise StorageError("INVALID_PRODUCER_EPOCH",
@@ -515,18 +472,24 @@ class PartitionLog:
         offset = self.log_end_offset
         batch = control_batch(offset, producer_id, producer_epoch, commit, coordinator_epoch,
                               int(time.time() * 1000), leader_epoch=self.epochs.latest)
+        self._append_marker(batch, next(iter_headers(batch)), commit)
+        return offset, batch
+
+    def _append_marker(self, batch: bytes, h: BatchHeader, commit: bool) -> None:
+        p = self.producers.setdefault(h.producer_id, ProducerEntry())
+        offset = h.base_offset
         first = p.txn_first_offset if p.txn_first_offset is not None else offset
         seg = self._maybe_roll(len(batch))
-        headers = list(iter_headers(batch))
-        seg.append(batch, headers)
-        self._track(headers[0], offset, offset, seg)      # closes the transaction
+        seg.append(batch, [h])
+        self._track(h, offset, offset, seg)      # closes the transaction
         if not commit:
             # LSO once this transaction is done: the next open one, else just past the marker
             others = [q.txn_first_offset for pid, q in self.producers.items()
-                      if pid != producer_id and q.txn_first_offset is not None]
+                      if pid != h.producer_id and q.txn_first_offset is not None]
             lso = min(others) if others else offset + 1
-            seg.append_aborted(AbortedTxn(producer_id, first, offset, lso))
-        return offset
+            seg.append_aborted(AbortedTxn(h.producer_id, first, offset, lso))
+        if self.epochs.assign(h.partition_leader_epoch, offset):
+            self.epochs.save()
 
     # -- reading
     def segment_for(self, offset: int) -> int | None:

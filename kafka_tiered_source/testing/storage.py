@@ -9,8 +9,9 @@ Layout of ``data_dir``::
 
     broker-topics.json                   topics: name, topic id, partition count, config
     {topic}-{partition}/                 Kafka segment files (%020d.log/.index/.timeindex/.txnindex)
-    {topic}-{partition}/partition.json   log start offset
-    {topic}-{partition}/remote-log-segments.jsonl, remote-indexes/   (tiering.py)
+    {topic}-{partition}/partition.json   log start offset, leader replica, leader epoch, replicas
+    {topic}-{partition}/replica-N/       another replica's segment files (partition.py)
+    {topic}-{partition}/remote-log-events.jsonl, remote-indexes/   (tiering.py)
 """
 from __future__ import annotations
 
@@ -29,61 +30,22 @@ from ..model import (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST, 
 from ..options.client import READ_COMMITTED
 from ..protocol import remote_log_metadata as rlm
 from ..records.header import iter_headers
+from ..storage.indexes import TXN_ENTRY
 from ..redact import Secret
 from .answers import (AppendResult, BrokerMetrics, FetchResult, LocationAnswer, PartitionOffsets,
                       TopicInfo)
 from .log import (
-    NO_TIMESTAMP, AbortedTxn, PartitionLog, StorageError,
+    NO_TIMESTAMP, AbortedTxn, StorageError,
 )
 from .remote import S3Options, open_remote_store
+from . import copying
+from .partition import RLMM_TOPIC, Partition
 from .rlmm import RemoteLogMetadataWriter
 from .tiering import (
-    LAYOUT_AIVEN, RemotePartition, RemoteSegmentMetadata, TieringConfig,
+    LAYOUT_AIVEN, RemoteNotFound, RemoteSegmentMetadata, TieringConfig,
 )
 
 TOPICS_FILE = "broker-topics.json"
-RLMM_TOPIC = rlm.TOPIC
-
-
-class _Partition:
-    def __init__(self, storage: "BrokerStorage", topic: TopicInfo, partition: int):
-        self.topic = topic
-        self.partition = partition
-        self.dir = os.path.join(storage.data_dir, f"{topic.name}-{partition}")
-        self.lock = threading.RLock()
-        self.log = PartitionLog(self.dir, topic=topic.name, partition=partition,
-                                segment_bytes=storage.segment_bytes,
-                                interval=storage.index_interval_bytes,
-                                log_append_time=topic.log_append_time)
-        # __remote_log_metadata itself is never tiered (as in Kafka)
-        self.remote = (RemotePartition(self.dir, topic=topic.name, topic_id=topic.topic_id,
-                                       partition=partition, store=storage.store, config=storage.tiering,
-                                       events=storage.rlmm, leader_epoch=lambda: self.log.epochs.latest)
-                       if storage.store is not None and topic.name != RLMM_TOPIC else None)
-        self.log_start_offset = 0
-        self._state_path = os.path.join(self.dir, "partition.json")
-
-    def load(self) -> None:
-        state = {}
-        if os.path.exists(self._state_path):
-            with open(self._state_path) as f:
-                state = json.load(f)
-        start = state.get("log_start_offset", 0)
-        self.log.load(start)
-        self.log_start_offset = state.get("log_start_offset", self.log.local_start_offset)
-        self.save()
-
-    def save(self) -> None:
-        tmp = self._state_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"log_start_offset": self.log_start_offset}, f)
-        os.replace(tmp, self._state_path)
-
-    def offsets(self) -> PartitionOffsets:
-        leo = self.log.log_end_offset
-        return PartitionOffsets(self.log_start_offset, self.log.local_start_offset, leo,
-                                self.log.last_stable_offset, leo,
-                                self.remote.highest_offset if self.remote else -1)
 
 
 class BrokerStorage:
@@ -108,7 +70,8 @@ class BrokerStorage:
                  s3_access_key_id: str | None = None, s3_secret_access_key: str | Secret | None = None,
                  s3_session_token: str | Secret | None = None, broker_id: int = 0,
                  remote_log_metadata_partitions: int = rlm.DEFAULT_PARTITIONS,
-                 encryption_key_pair_id: str | None = None, encryption_key_pairs=None):
+                 encryption_key_pair_id: str | None = None, encryption_key_pairs=None,
+                 kip1266: bool = False):
         if segment_bytes < 14 + 61:
             raise ConfigError(f"segment_bytes {segment_bytes} is too small", option="segment_bytes")
         self.data_dir = os.path.abspath(data_dir)
@@ -132,9 +95,9 @@ class BrokerStorage:
         self.metrics = BrokerMetrics()
         self._lock = threading.RLock()
         self._topics: dict[str, TopicInfo] = {}
-        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._partitions: dict[tuple[str, int], Partition] = {}
         self.rlmm = (RemoteLogMetadataWriter(self._append_metadata, remote_log_metadata_partitions,
-                                             broker_id=broker_id)
+                                             broker_id=broker_id, kip1266=kip1266)
                      if self.store is not None else None)
         self._load()
         if self.rlmm is not None and RLMM_TOPIC in self._topics:
@@ -170,8 +133,8 @@ class BrokerStorage:
             json.dump({"version": 1, "topics": [asdict(t) for t in self._topics.values()]}, f, indent=1)
         os.replace(tmp, path)
 
-    def _open_partition(self, info: TopicInfo, p: int) -> _Partition:
-        part = _Partition(self, info, p)
+    def _open_partition(self, info: TopicInfo, p: int) -> Partition:
+        part = Partition(self, info, p)
         part.load()
         self._partitions[(info.name, p)] = part
         return part
@@ -194,7 +157,10 @@ class BrokerStorage:
         raise StorageError("UNKNOWN_TOPIC_ID", f"unknown topic id {tid}")
 
     def create_topic(self, name: str, partitions: int = 1, *, topic_id: str | None = None,
-                     log_append_time: bool = False) -> TopicInfo:
+                     log_append_time: bool = False, retention_ms: int | None = None,
+                     retention_bytes: int | None = None) -> TopicInfo:
+        """A topic; ``retention_ms`` / ``retention_bytes`` are its retention.ms / retention.bytes,
+        which :meth:`expire` applies to its tiered copies as RemoteLogManager does."""
         if not name or len(name) > 249 or any(not (c.isalnum() or c in "._-") for c in name) \
                 or name in (".", ".."):
             raise StorageError("INVALID_TOPIC", f"invalid topic name {name!r}")
@@ -203,14 +169,15 @@ class BrokerStorage:
         with self._lock:
             if name in self._topics:
                 raise StorageError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
-            info = TopicInfo(name, topic_id or uuid_to_str(random_uuid()), partitions, log_append_time)
+            info = TopicInfo(name, topic_id or uuid_to_str(random_uuid()), partitions, log_append_time,
+                             retention_ms, retention_bytes)
             self._topics[name] = info
             for p in range(partitions):
                 self._open_partition(info, p)
             self._save_topics()
             return info
 
-    def _part(self, topic: str, partition: int) -> _Partition:
+    def _part(self, topic: str, partition: int) -> Partition:
         try:
             return self._partitions[(topic, partition)]
         except KeyError:
@@ -235,7 +202,7 @@ class BrokerStorage:
         for part in parts:
             with part.lock:
                 if part.remote is not None:
-                    part.remote.delete_below(part.remote.highest_offset + 1)
+                    part.remote.delete(part.remote.segments)
                     self.rlmm.partition_deleted(name, info.topic_id, part.partition,
                                                 part.log.epochs.latest, part.log.log_end_offset)
                 shutil.rmtree(part.dir, ignore_errors=True)
@@ -248,7 +215,8 @@ class BrokerStorage:
         OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION)."""
         part = self._part(topic, partition)
         with part.lock:
-            base, last, lat = part.log.append(records)
+            (base, last, lat), written = part.log.append_leader(records)
+            part.replicate(written)
             return AppendResult(base, last, lat, part.log_start_offset)
 
     def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
@@ -256,13 +224,16 @@ class BrokerStorage:
         """Write a COMMIT or ABORT marker (what EndTxn's WriteTxnMarkers does); returns its offset."""
         part = self._part(topic, partition)
         with part.lock:
-            return part.log.write_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+            offset, batch = part.log.write_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
+            part.replicate(batch)
+            return offset
 
-    def roll(self, topic: str, partition: int) -> None:
-        """Close the active segment now (if it holds data), so tier() may copy it."""
+    def roll(self, topic: str, partition: int, replica: int | None = None) -> None:
+        """Close the active segment now (if it holds data), so tier() may copy it: the leader's,
+        or that of ``replica`` (replicas roll at offsets of their own)."""
         part = self._part(topic, partition)
         with part.lock:
-            part.log.roll()
+            (part.log if replica is None else part.replicas[replica]).roll()
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Kafka's DeleteRecords: advance the log start offset to ``before_offset`` (at most the
@@ -277,23 +248,40 @@ class BrokerStorage:
                                    f"{o.high_watermark}]", topic=topic, partition=partition)
             if before_offset <= part.log_start_offset:
                 return part.log_start_offset
-            part.log_start_offset = before_offset
-            part.save()
+            part.move_log_start(before_offset)
             if part.remote is not None:
                 part.remote.delete_below(before_offset)
-            part.log.delete_segments_before(before_offset)
             return part.log_start_offset
 
     # ---------------------------------------------------------------------------- leader epochs
     def bump_leader_epoch(self, topic: str, partition: int) -> int:
-        """A leadership change: a new leader epoch from the log end offset on, which every batch
-        written afterwards carries.  Returns the new epoch."""
+        """A leadership change back to the same replica: a new leader epoch from the log end
+        offset on, which every batch written afterwards carries.  Returns the new epoch."""
         part = self._part(topic, partition)
         with part.lock:
-            return part.log.epochs.bump(part.log.log_end_offset)
+            return part.move_leader(part.leader)
+
+    def add_replica(self, topic: str, partition: int, *, segment_bytes: int | None = None) -> int:
+        """Another replica of the partition, in sync, rolling its segments at ``segment_bytes``
+        (default: the broker's) rather than where the leader rolls; returns its number."""
+        part = self._part(topic, partition)
+        with part.lock:
+            return part.add_replica(segment_bytes or self.segment_bytes)
+
+    def move_leader(self, topic: str, partition: int, replica: int) -> int:
+        """A clean leadership change to ``replica`` with a new leader epoch; from then on its log
+        is read and tiered: its copies start at its own segment holding the highest copied
+        offset + 1 (RemoteLogManager.copyLogSegmentsToRemote).  Returns the new epoch."""
+        part = self._part(topic, partition)
+        with part.lock:
+            return part.move_leader(replica)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The replica leading the partition."""
+        return self._part(topic, partition).leader
 
     def leader_epoch(self, topic: str, partition: int) -> int:
-        return self._part(topic, partition).log.epochs.latest
+        return self._part(topic, partition).epoch
 
     def epoch_for_offset(self, topic: str, partition: int, offset: int) -> int:
         return self._part(topic, partition).log.epochs.epoch_for(offset)
@@ -304,17 +292,27 @@ class BrokerStorage:
         with part.lock:
             return part.log.epochs.end_offset_for(epoch, part.log.log_end_offset)
 
-    def upload_segment_copy(self, topic: str, partition: int, data: bytes, *, live: bool = False):
+    def upload_segment_copy(self, topic: str, partition: int, data: bytes, *, live: bool = False,
+                            end_offset: int | None = None):
         """Upload ``data`` (consecutive batches) as another copy of a tiered segment, announced in
-        ``__remote_log_metadata``.  With ``live=False`` (the default) this broker does not serve
-        it: it stands for an upload by a replica whose epochs are off the leader-epoch lineage
-        (an unclean leader's re-upload), which readers of the metadata topic must skip."""
+        ``__remote_log_metadata``; its leader epochs are those its batches carry, its end offset
+        ``end_offset`` (default: its last batch's).  With ``live=False`` (the default) this
+        broker's own cache does not learn it: it stands for an upload by a replica whose epochs
+        are off the leader-epoch lineage (an unclean leader's re-upload).  With ``live=True``
+        the broker serves from it where Kafka's RemoteLogMetadataCache would."""
         part = self._part(topic, partition)
         if part.remote is None:
             raise ConfigError("upload_segment_copy needs remote_storage", option="remote_storage")
         with part.lock:
-            base = next(iter_headers(data)).base_offset
-            return part.remote.upload(data, base, live=live)
+            headers = list(iter_headers(data))
+            base, last = headers[0].base_offset, headers[-1].last_offset
+            # its transaction index: the aborted transactions whose markers it holds, as the
+            # uploading replica's own .txnindex has them
+            known = {e for m in part.remote.copies.values() for e in part.remote.txn_entries(m)}
+            known |= {e for seg in part.log.segments for e in seg.txn_entries}
+            txn = b"".join(TXN_ENTRY.pack(0, *e) for e in sorted(known, key=lambda e: e.last_offset)
+                           if base <= e.last_offset <= last)
+            return part.remote.upload(data, base, txn, live=live, end_offset=end_offset)
 
     def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of each open transaction."""
@@ -348,10 +346,13 @@ class BrokerStorage:
                               message=f"offset {offset} is past the log end offset {o.log_end_offset}")
             if offset >= bound:
                 return answer()
-            if offset < o.local_log_start_offset and part.remote is not None and part.remote.segments:
+            if offset < o.local_log_start_offset and part.remote is not None and part.remote.copies:
                 t0 = time.perf_counter()
                 try:
                     r = part.remote.read(offset, max_bytes)
+                except RemoteNotFound as exc:
+                    # RemoteLogManager.read: OffsetOutOfRangeException, "does not exist in remote tier"
+                    return answer(error="OFFSET_OUT_OF_RANGE", message=str(exc))
                 except KafkaTieredError as exc:
                     # Kafka answers a failed remote fetch with a storage error on that partition
                     self.metrics.add("remote_fetch_errors_total", client_id, topic)
@@ -359,14 +360,12 @@ class BrokerStorage:
                 finally:
                     self.metrics.add("remote_fetch_latency_seconds_sum", client_id, topic,
                                      time.perf_counter() - t0)
-                if r is not None:
-                    self.metrics.add("remote_fetch_requests_total", client_id, topic)
-                    self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
-                    aborted = None
-                    if committed:
-                        aborted = self._aborted(part, offset, r.next_offset, r.segment)
-                    return answer(r.records, aborted, remote=True)
-                offset = max(offset, o.local_log_start_offset)
+                self.metrics.add("remote_fetch_requests_total", client_id, topic)
+                self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
+                aborted = None
+                if committed:
+                    aborted = self._aborted(part, offset, r.next_offset, r.segment)
+                return answer(r.records, aborted, remote=True)
             if offset < o.local_log_start_offset:
                 return answer(error="OFFSET_OUT_OF_RANGE",
                               message=f"offset {offset} is neither in remote storage nor local "
@@ -378,17 +377,18 @@ class BrokerStorage:
                 aborted = [(a.producer_id, a.first_offset) for a in got]
             return answer(lr.records, aborted)
 
-    def _aborted(self, part: _Partition, offset: int, upper: int,
+    def _aborted(self, part: Partition, offset: int, upper: int,
                  start_meta: RemoteSegmentMetadata) -> list[tuple[int, int]]:
         """Aborted transactions overlapping [offset, upper) from the txn indexes of the remote
-        segment holding ``offset``, later remote segments, then local segments (Kafka's
-        RemoteLogManager.collectAbortedTransactions)."""
+        segment holding ``offset``, the copies serving later offsets, then local segments
+        (Kafka's RemoteLogManager.collectAbortedTransactions)."""
         got, complete = part.remote.aborted(offset, upper, start_meta)
         if not complete:
             # local segments that overlap remote ones would repeat entries: skip those
             local_from = 0
             segs = part.log.segments
-            while local_from < len(segs) and segs[local_from].base_offset <= part.remote.highest_offset:
+            highest = part.remote.highest_offset
+            while local_from < len(segs) and segs[local_from].base_offset <= highest:
                 local_from += 1
             more, _ = part.log.aborted_local(offset, upper, local_from)
             got = got + more
@@ -401,7 +401,7 @@ class BrokerStorage:
         part = self._part(topic, partition)
         with part.lock:
             o = part.offsets()
-            if part.remote is None or not part.remote.segments:
+            if part.remote is None or not part.remote.copies:
                 return None
             if not (o.log_start_offset <= offset < o.local_log_start_offset):
                 return None
@@ -459,10 +459,10 @@ class BrokerStorage:
     def _batch_bytes_local(self, seg, h) -> bytes:
         return seg.read_bytes(h.position, h.end)
 
-    def _offset_for_time(self, part: _Partition, ts: int) -> tuple[int, int]:
+    def _offset_for_time(self, part: Partition, ts: int) -> tuple[int, int]:
         found = None
         if part.remote is not None:
-            r = part.remote.offset_for_time(ts)
+            r = part.remote.offset_for_time(ts, part.log_start_offset)
             if r is not None:
                 found = r[2]
         if found is None:
@@ -476,21 +476,22 @@ class BrokerStorage:
                 return off, rts
         return -1, NO_TIMESTAMP
 
-    def _max_timestamp(self, part: _Partition) -> tuple[int, int]:
+    def _max_timestamp(self, part: Partition) -> tuple[int, int]:
         best = None     # (max ts, batch bytes)
+        highest = part.remote.highest_offset if part.remote is not None else -1
         if part.remote is not None:
-            for meta in part.remote.segments:
+            for meta in part.remote.chain(part.log_start_offset):
                 if best is None or meta.max_timestamp > best[0]:
                     best = (meta.max_timestamp, ("remote", meta))
         for seg in part.log.segments:
             if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]) \
-                    and (part.remote is None or seg.base_offset > part.remote.highest_offset):
+                    and seg.base_offset > highest:
                 best = (seg.max_timestamp, ("local", seg))
         if best is None or best[0] < 0:
             return -1, NO_TIMESTAMP
         ts, (kind, where) = best
         if kind == "remote":
-            hit = part.remote.offset_for_time(ts)
+            hit = part.remote.offset_for_time(ts, part.log_start_offset)
             data = hit[2] if hit else None
         else:
             h = next((h for h in where.headers_from(0) if h.max_timestamp == ts), None)
@@ -504,50 +505,20 @@ class BrokerStorage:
 
     # ---------------------------------------------------------------------------- tiering
     def tier(self, topic: str | None = None) -> list[RemoteSegmentMetadata]:
-        """Copy every closed segment that lies wholly below the LSO and is not tiered yet, then
-        apply local retention.  Returns the metadata of the segments copied now."""
+        """Copy what RemoteLogManager.copyLogSegmentsToRemote copies, then apply local retention
+        on every replica (:func:`.copying.tier`).  Returns the metadata of the copies made now."""
         if self.store is None:
             raise ConfigError("tier() needs remote_storage", option="remote_storage")
-        copied = []
-        for (name, _p), part in sorted(self._partitions.items()):
-            if (topic is not None and name != topic) or part.remote is None:
-                continue
-            with part.lock:
-                lso = part.log.last_stable_offset
-                segs = part.log.segments
-                for i, seg in enumerate(segs[:-1]):
-                    if segs[i + 1].base_offset > lso:
-                        break
-                    if seg.size == 0 or seg.last_offset <= part.remote.highest_offset:
-                        continue
-                    copied.append(part.remote.copy(seg))
-                self._apply_local_retention(part)
-        return copied
+        return copying.tier(self, [part for (name, _), part in sorted(self._partitions.items())
+                                   if (topic is None or name == topic) and part.remote is not None])
 
-    def _apply_local_retention(self, part: _Partition) -> None:
-        tiered_end = part.remote.highest_offset
-        segs = part.log.segments
-        now = int(time.time() * 1000)
-        total = sum(s.size for s in segs)
-        cut = None
-        for i, seg in enumerate(segs[:-1]):
-            if seg.last_offset > tiered_end:
-                break
-            if self.local_retention_bytes is None and self.local_retention_ms is None:
-                delete = True
-            else:
-                # Kafka's size rule: delete only while what stays is still >= the limit
-                by_bytes = self.local_retention_bytes is not None and self.local_retention_bytes >= 0 \
-                    and total - seg.size >= self.local_retention_bytes
-                by_time = self.local_retention_ms is not None and self.local_retention_ms >= 0 \
-                    and seg.max_timestamp >= 0 and now - seg.max_timestamp > self.local_retention_ms
-                delete = by_bytes or by_time
-            if not delete:
-                break
-            total -= seg.size
-            cut = segs[i + 1].base_offset
-        if cut is not None:
-            part.log.delete_segments_before(cut)
+    def expire(self, topic: str | None = None, *, now_ms: int | None = None) -> list[RemoteSegmentMetadata]:
+        """Remote retention as RemoteLogManager's expiration task applies it
+        (:func:`.copying.expire`) to partitions whose topic sets ``retention_ms`` /
+        ``retention_bytes``.  Returns the copies deleted."""
+        return copying.expire([part for (name, _), part in sorted(self._partitions.items())
+                               if (topic is None or name == topic) and part.remote is not None],
+                              int(time.time() * 1000) if now_ms is None else now_ms)
 
     def close(self) -> None:
         """Nothing stays open between calls; kept so owners can treat storage as a resource."""

@@ -10,15 +10,24 @@ Two object layouts (``layout``):
 * ``"kafka-local-tiered"`` — Kafka's LocalTieredStorage: ``.log``, ``.index``, ``.timeindex``,
   ``.txnindex``, ``.snapshot`` and ``.leader_epoch_checkpoint`` per segment; no custom metadata.
 
-Per tiered segment a RemoteLogSegmentMetadata-like record (state COPY_FINISHED) is persisted as
-one JSON line in the partition directory (appended: tiering n segments writes O(n) bytes, not
-O(n^2), which matters for topics of 100k segments), next to local copies of the segment's
-offset, time and transaction indexes plus its batch table: the broker answers location hints
-and aborted transactions from them without fetching anything.
+A copy is made as RemoteLogManager.copyLogSegment makes it: its end offset is the next local
+segment's base offset - 1 (consecutive copies are contiguous even where compaction or control
+batches leave no record at a segment's tail), its leader epochs are the leader's epoch entries
+of ``[base, next base)`` and the leader-epoch checkpoint uploaded with it holds the leader's
+entries up to the next base.  Copies may overlap (a new leader copies from its own segment
+holding the highest copied offset + 1); reads are served as Kafka serves them, through a
+RemoteLogMetadataCache (:class:`~.rlmm.RemoteLogMetadataCache`): the copy mapped for the
+offset's leader epoch, moving on to the next copy when compaction left no batch at or after
+the offset (RemoteLogManager.read).
+
+Every copy and deletion is one JSON line in the partition directory (appended: tiering n
+segments writes O(n) bytes, not O(n^2), which matters for topics of 100k segments), replayed in
+order on restart, next to local copies of each copy's offset, time and transaction indexes plus
+its batch table: the broker answers location hints and aborted transactions from them without
+fetching anything.
 """
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import struct
@@ -36,6 +45,7 @@ from ..storage.indexes import (AbortedTxn, lookup_position, lookup_time, parse_o
 from . import aiven_writer
 from .log import Segment, build_indexes, collect_aborted
 from .remote import RemoteStore
+from .rlmm import RemoteLogMetadataCache
 
 LAYOUT_AIVEN = "aiven"
 LAYOUT_KAFKA_LOCAL = "kafka-local-tiered"
@@ -43,8 +53,7 @@ LAYOUTS = (LAYOUT_AIVEN, LAYOUT_KAFKA_LOCAL)
 STORAGE_FORMAT = "ApacheKafkaV1"
 COPY_FINISHED = "COPY_FINISHED"
 BATCH_ENTRY = struct.Struct(">qii")       # last offset, position, size
-METADATA_FILE = "remote-log-segments.jsonl"     # one segment per line
-LEGACY_METADATA_FILE = "remote-log-segments.json"   # one document (earlier versions)
+METADATA_FILE = "remote-log-events.jsonl"       # one copy or deletion per line, in order
 INDEX_DIR = "remote-indexes"
 
 
@@ -101,6 +110,7 @@ class RemoteSegmentMetadata:
     state: str = COPY_FINISHED
     broker_id: int = 0
     encrypted: bool = False
+    copy_epoch: int = 0             # the copying leader's epoch (KIP-1266's BrokerLeaderEpoch)
 
     @cached_property
     def segment_id_bytes(self) -> bytes:
@@ -132,32 +142,45 @@ class Hint:
     next_offset: int                # offset after the last batch in [start, end)
 
 
-def leader_epoch_checkpoint(data: bytes) -> tuple[bytes, dict]:
-    """Kafka's leader-epoch checkpoint text (version 0, count, "epoch startOffset" lines) for the
-    epochs seen in a segment's batches."""
+def checkpoint_text(entries) -> bytes:
+    """Kafka's leader-epoch checkpoint text (version 0, count, "epoch startOffset" lines)."""
+    lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def batch_epochs(data: bytes) -> dict[int, int]:
+    """The leader epochs the batches of ``data`` carry, each with its first offset."""
     epochs: dict[int, int] = {}
     for h in iter_headers(data):
         if h.partition_leader_epoch >= 0 and h.partition_leader_epoch not in epochs:
             epochs[h.partition_leader_epoch] = h.base_offset
-    lines = ["0", str(len(epochs))] + [f"{e} {o}" for e, o in sorted(epochs.items())]
-    return ("\n".join(lines) + "\n").encode("ascii"), epochs
+    return epochs
+
+
+class RemoteNotFound(KafkaTieredError):
+    """No copy serves the offset (RemoteLogManager's OffsetOutOfRangeException)."""
 
 
 class RemotePartition:
-    """The remote half of one partition: metadata, local index copies, copy and fetch."""
+    """The remote half of one partition: copies, local index copies, copy, delete and fetch.
+    ``leader_log()`` is the partition leader's log (its leader-epoch cache decides which epoch
+    wrote an offset, as the leader's RemoteLogManager asks it)."""
 
     def __init__(self, directory: str, *, topic: str, topic_id: str, partition: int,
-                 store: RemoteStore, config: TieringConfig, events=None, leader_epoch=lambda: 0):
+                 store: RemoteStore, config: TieringConfig, events=None, leader_epoch=lambda: 0,
+                 leader_log=None):
         # events: a RemoteLogMetadataWriter (or None); leader_epoch(): the partition's current epoch
         self.events = events
         self.leader_epoch = leader_epoch
+        self.leader_log = leader_log
         self.dir = directory
         self.topic = topic
         self.topic_id = topic_id
         self.partition = partition
         self.store = store
         self.config = config
-        self.segments: list[RemoteSegmentMetadata] = []
+        self.copies: dict[str, RemoteSegmentMetadata] = {}   # finished, not being deleted
+        self.cache = RemoteLogMetadataCache()
         self._cache: dict[tuple[str, str], object] = {}
         self._keyring = None
         self.index_dir = os.path.join(directory, INDEX_DIR)
@@ -169,41 +192,35 @@ class RemotePartition:
         return os.path.join(self.dir, METADATA_FILE)
 
     def _load(self) -> None:
-        rows = []
-        legacy = os.path.join(self.dir, LEGACY_METADATA_FILE)
-        if os.path.exists(self._meta_path):
-            with open(self._meta_path) as f:
-                rows = [json.loads(line) for line in f if line.strip()]
-        elif os.path.exists(legacy):
-            with open(legacy) as f:
-                rows = json.load(f)["segments"]
-        for d in rows:
+        if not os.path.exists(self._meta_path):
+            return
+        with open(self._meta_path) as f:
+            for line in f:
+                if line.strip():
+                    self._replay(json.loads(line))
+
+    def _replay(self, event: dict) -> None:
+        if "copy" in event:
+            d = dict(event["copy"])
             d["leader_epochs"] = {int(k): v for k, v in d["leader_epochs"].items()}   # JSON keys are strings
-            self.segments.append(RemoteSegmentMetadata(**d))
-        self.segments.sort(key=lambda s: s.base_offset)
-        self._bases = [s.base_offset for s in self.segments]
+            meta = RemoteSegmentMetadata(**d)
+            self.copies[meta.segment_id] = meta
+            if event.get("live", True):
+                self.cache.copy_finished(meta)
+        else:
+            gone = self.copies.pop(event["delete"], None)
+            if gone is not None:
+                self.cache.delete_started(gone)
+                self.cache.delete_finished(gone)
+
+    def _journal(self, event: dict) -> None:
+        with open(self._meta_path, "a") as f:
+            f.write(json.dumps(event) + "\n")
 
     @staticmethod
-    def _line(meta: RemoteSegmentMetadata) -> str:
+    def _fields(meta: RemoteSegmentMetadata) -> dict:
         # the fields are flat (leader_epochs a dict of ints): no deep copy as asdict makes
-        return json.dumps({f.name: getattr(meta, f.name) for f in fields(meta)}) + "\n"
-
-    def _save(self) -> None:
-        """Rewrite the whole journal (deletions, out-of-order copies); appends use _append."""
-        tmp = self._meta_path + ".tmp"
-        with open(tmp, "w") as f:
-            f.writelines(self._line(s) for s in self.segments)
-        os.replace(tmp, self._meta_path)
-
-    def _add(self, meta: RemoteSegmentMetadata) -> None:
-        i = bisect.bisect_right(self._bases, meta.base_offset)
-        self.segments.insert(i, meta)
-        self._bases.insert(i, meta.base_offset)
-        if i == len(self.segments) - 1 and os.path.exists(self._meta_path):
-            with open(self._meta_path, "a") as f:   # the usual case: the newest segment, appended
-                f.write(self._line(meta))
-        else:
-            self._save()
+        return {f.name: getattr(meta, f.name) for f in fields(meta)}
 
     def _local(self, meta: RemoteSegmentMetadata, suffix: str) -> str:
         return os.path.join(self.index_dir, f"{meta.base_offset:020d}-{meta.segment_id}{suffix}")
@@ -214,19 +231,28 @@ class RemotePartition:
 
     # -- queries
     @property
-    def highest_offset(self) -> int:
-        """End offset of the last tiered segment, -1 when nothing is tiered."""
-        return self.segments[-1].end_offset if self.segments else -1
+    def segments(self) -> list[RemoteSegmentMetadata]:
+        """The finished copies, by base offset (overlapping ones included)."""
+        return sorted(self.copies.values(), key=lambda s: (s.base_offset, s.end_offset))
+
+    def _epoch_for(self, offset: int) -> int:
+        log = self.leader_log() if self.leader_log is not None else None
+        return log.epochs.epoch_for(offset) if log is not None else 0
 
     @property
-    def earliest_offset(self) -> int | None:
-        return self.segments[0].base_offset if self.segments else None
-
-    def find(self, offset: int) -> RemoteSegmentMetadata | None:
-        i = bisect.bisect_right(self._bases, offset) - 1
-        if i >= 0 and offset <= self.segments[i].end_offset:
-            return self.segments[i]
-        return None
+    def highest_offset(self) -> int:
+        """The highest offset in remote storage, as RemoteLogManager.findHighestRemoteOffset
+        finds it: from the leader's latest epoch back, the first epoch some finished copy holds,
+        its highest copied offset (capped at the epoch's end on the lineage); -1 when none."""
+        log = self.leader_log() if self.leader_log is not None else None
+        if log is None:
+            return max((s.end_offset for s in self.copies.values()), default=-1)
+        for epoch, _ in reversed(log.epochs.entries):
+            highest = self.cache.highest_offset_for_epoch(epoch)
+            if highest is not None:
+                _, end = log.epochs.end_offset_for(epoch, log.log_end_offset)
+                return end - 1 if end <= highest else highest
+        return -1
 
     def offset_index(self, meta):
         key = (meta.segment_id, "index")
@@ -254,49 +280,76 @@ class RemotePartition:
             self._cache[key] = [BATCH_ENTRY.unpack_from(raw, i) for i in range(0, len(raw), BATCH_ENTRY.size)]
         return self._cache[key]
 
+    def lookup(self, offset: int) -> RemoteSegmentMetadata | None:
+        """RemoteLogManager.fetchRemoteLogSegmentMetadata: the copy the cache maps for the
+        offset's leader epoch (from the leader's epoch cache), or None."""
+        return self.cache.lookup(self._epoch_for(offset), offset)
+
+    def next_copy(self, meta) -> RemoteSegmentMetadata | None:
+        """RemoteLogManager.findNextSegmentMetadata: the copy serving the offset after ``meta``."""
+        return self.lookup(meta.end_offset + 1)
+
+    def chain(self, offset: int):
+        """The copies serving ``offset`` and on, in offset order, while one does."""
+        meta = self.lookup(offset)
+        while meta is not None:
+            yield meta
+            meta = self.next_copy(meta)
+
     def aborted(self, fetch_offset: int, upper_bound: int, start_meta) -> tuple[list[AbortedTxn], bool]:
-        """Aborted transactions from the txn indexes of ``start_meta`` and later remote segments."""
+        """Aborted transactions from the txn indexes of ``start_meta`` and the copies serving
+        the offsets after it (RemoteLogManager.collectAbortedTransactions)."""
         out = []
-        started = False
-        for s in self.segments:
-            if s is start_meta:
-                started = True
-            if not started:
-                continue
-            got, complete = collect_aborted(self.txn_entries(s), fetch_offset, upper_bound)
+        meta = start_meta
+        while meta is not None:
+            got, complete = collect_aborted(self.txn_entries(meta), fetch_offset, upper_bound)
             out.extend(got)
             if complete:
                 return out, True
+            meta = self.next_copy(meta)
         return out, False
 
     # -- copy
-    def copy(self, seg: Segment, *, event_ms: int | None = None) -> RemoteSegmentMetadata:
-        """Upload one closed segment in the configured layout and record it COPY_FINISHED."""
+    def copy(self, seg: Segment, next_base: int, epochs) -> RemoteSegmentMetadata:
+        """Upload one closed segment as RemoteLogManager.copyLogSegment does: its end offset is
+        ``next_base`` - 1, its leader epochs the leader's of ``[base, next base)`` and the
+        uploaded checkpoint the leader's entries up to ``next_base`` (``epochs``: the leader's
+        LeaderEpochCache)."""
         with open(seg.file(".txnindex"), "rb") as f:
             txn = f.read()
-        return self.upload(seg.data(), seg.base_offset, txn, interval=seg.index.interval, event_ms=event_ms)
+        return self.upload(seg.data(), seg.base_offset, txn, interval=seg.index.interval,
+                           end_offset=next_base - 1,
+                           leader_epochs=dict(epochs.entries_in_range(seg.base_offset, next_base)),
+                           checkpoint=checkpoint_text(epochs.entries_in_range(-1, next_base)))
 
     def upload(self, data: bytes, base_offset: int, txn: bytes = b"", *, interval: int = 4096,
-               event_ms: int | None = None, live: bool = True) -> RemoteSegmentMetadata:
+               event_ms: int | None = None, live: bool = True, end_offset: int | None = None,
+               leader_epochs: dict | None = None, checkpoint: bytes | None = None) -> RemoteSegmentMetadata:
         """Upload segment bytes as a remote segment, announced in ``__remote_log_metadata``
-        (COPY_SEGMENT_STARTED, then FINISHED with the custom metadata).  ``live=False`` uploads a
-        copy this broker does not serve: another replica's upload that is off the partition's
-        leader-epoch lineage (an unclean leader's re-upload), visible only in the metadata topic."""
+        (COPY_SEGMENT_STARTED, then FINISHED with the custom metadata).  Without ``end_offset``
+        and ``leader_epochs`` they come from the batches.  ``live=False``: only announced, this
+        broker's own cache does not learn it (it serves nothing from it), as a broker whose
+        metadata consumer has not caught up."""
         seg_id = uuid_to_str(random_uuid())
         offset_index, time_index = build_indexes(data, base_offset, interval)
-        checkpoint, epochs = leader_epoch_checkpoint(data)
         headers = list(iter_headers(data))
         last_offset = headers[-1].last_offset if headers else base_offset
+        if end_offset is None:
+            end_offset = last_offset
+        epochs = leader_epochs if leader_epochs is not None else batch_epochs(data)
+        if checkpoint is None:
+            checkpoint = checkpoint_text(sorted(epochs.items()))
         max_ts = max((h.max_timestamp for h in headers), default=-1)
         cfg = self.config
         custom = None
         meta = RemoteSegmentMetadata(
             segment_id=seg_id, topic=self.topic, topic_id=self.topic_id, partition=self.partition,
-            base_offset=base_offset, end_offset=last_offset, size_bytes=len(data),
+            base_offset=base_offset, end_offset=end_offset, size_bytes=len(data),
             max_timestamp=max_ts, event_timestamp=event_ms or int(time.time() * 1000),
             layout=cfg.layout, log_key="", leader_epochs=epochs, txn_index_empty=not txn,
             chunk_compression=cfg.layout == LAYOUT_AIVEN and cfg.chunk_compression, broker_id=cfg.broker_id,
-            encrypted=cfg.layout == LAYOUT_AIVEN and cfg.encryption_key_pair_id is not None)
+            encrypted=cfg.layout == LAYOUT_AIVEN and cfg.encryption_key_pair_id is not None,
+            copy_epoch=self.leader_epoch())
         if self.events is not None:
             self.events.copy_started(meta, self.leader_epoch())
         if cfg.layout == LAYOUT_AIVEN:
@@ -312,7 +365,7 @@ class RemotePartition:
                 chunk_index, seg_indexes, cfg.chunk_compression, enc.metadata if enc else None,
                 aiven_writer.remote_log_segment_metadata_json(
                     topic=self.topic, topic_id=self.topic_id, partition=self.partition,
-                    segment_id=seg_id, start_offset=base_offset, end_offset=last_offset,
+                    segment_id=seg_id, start_offset=base_offset, end_offset=end_offset,
                     max_timestamp_ms=max_ts, broker_id=cfg.broker_id,
                     event_timestamp_ms=event_ms or int(time.time() * 1000),
                     segment_leader_epochs=epochs)).to_json()
@@ -330,17 +383,16 @@ class RemotePartition:
                                     (".leader_epoch_checkpoint", checkpoint)):
                 self.store.put(f"{cfg.key_prefix}{stem}{suffix}", content)
         meta.log_key, meta.custom_metadata = log_key, custom
-        if not live:
-            if self.events is not None:
-                self.events.copy_finished(meta, self.leader_epoch())
-            return meta
         os.makedirs(self.index_dir, exist_ok=True)
         table = b"".join(BATCH_ENTRY.pack(h.last_offset, h.position, h.size) for h in headers)
         for suffix, content in ((".index", offset_index), (".timeindex", time_index),
                                 (".txnindex", txn), (".batches", table)):
             with open(self._local(meta, suffix), "wb") as f:
                 f.write(content)
-        self._add(meta)
+        self._journal({"copy": self._fields(meta), "live": live})
+        self.copies[meta.segment_id] = meta
+        if live:
+            self.cache.copy_finished(meta)
         if self.events is not None:
             self.events.copy_finished(meta, self.leader_epoch())
         return meta
@@ -354,16 +406,14 @@ class RemotePartition:
         return [stem + suffix for suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot",
                                              ".leader_epoch_checkpoint")]
 
-    def delete_below(self, offset: int) -> list[RemoteSegmentMetadata]:
-        """Delete every remote segment that ends below ``offset`` (objects, local index copies,
-        metadata), as Kafka's RemoteLogManager does once the log start offset passes them."""
-        gone = [s for s in self.segments if s.end_offset < offset]
-        if not gone:
-            return []
-        self.segments = [s for s in self.segments if s.end_offset >= offset]
-        self._bases = [s.base_offset for s in self.segments]
-        self._save()      # first: a crash leaves orphan objects, never metadata without objects
+    def delete(self, gone: list[RemoteSegmentMetadata]) -> list[RemoteSegmentMetadata]:
+        """Delete copies as RemoteLogManager.deleteRemoteLogSegment does: DELETE_SEGMENT_STARTED
+        (no reader is sent to them any more), the objects, DELETE_SEGMENT_FINISHED."""
         for meta in gone:
+            if self.copies.pop(meta.segment_id, None) is None:
+                continue
+            self._journal({"delete": meta.segment_id})   # first: a crash leaves orphan objects
+            self.cache.delete_started(meta)
             if self.events is not None:
                 self.events.delete_started(meta, self.leader_epoch())
             for key in self.object_keys(meta):
@@ -375,9 +425,15 @@ class RemotePartition:
                 except FileNotFoundError:
                     pass
             self._cache = {k: v for k, v in self._cache.items() if k[0] != meta.segment_id}
+            self.cache.delete_finished(meta)
             if self.events is not None:
                 self.events.delete_finished(meta, self.leader_epoch())
         return gone
+
+    def delete_below(self, offset: int) -> list[RemoteSegmentMetadata]:
+        """Delete every copy that ends below ``offset``, as RemoteLogManager does once the log
+        start offset passes them."""
+        return self.delete([s for s in self.segments if s.end_offset < offset])
 
     # -- fetch
     def _manifest(self, meta) -> aiven.SegmentManifest:
@@ -446,20 +502,25 @@ class RemotePartition:
         return Hint(meta, start, end, nxt)
 
     def serving(self, offset: int) -> tuple[RemoteSegmentMetadata, int] | None:
-        """The segment that serves ``offset`` and the offset it starts from: the one holding it,
-        or, for an offset in a compaction gap between remote segments, the next segment from its
-        first offset; None past the last."""
-        meta = self.find(offset)
-        if meta is not None:
-            return meta, offset
-        i = bisect.bisect_right(self._bases, offset)
-        return (self.segments[i], self.segments[i].base_offset) if i < len(self.segments) else None
+        """The copy that serves ``offset`` and the offset it starts from, as RemoteLogManager.read
+        finds it: the copy the cache maps, then, while compaction left that copy no batch at or
+        after the offset, the copy serving the offset after it; None when no copy serves it."""
+        meta = self.lookup(offset)
+        while meta is not None:
+            table = self.batches(meta)
+            if table and table[-1][0] >= offset:
+                return meta, offset
+            offset = meta.end_offset + 1
+            meta = self.next_copy(meta)
+        return None
 
-    def read(self, offset: int, max_bytes: int) -> RemoteRead | None:
-        """Whole batches from remote storage, as Kafka's RemoteLogManager.read serves them."""
+    def read(self, offset: int, max_bytes: int) -> RemoteRead:
+        """Whole batches from remote storage, as Kafka's RemoteLogManager.read serves them;
+        :class:`RemoteNotFound` when no copy serves the offset."""
         found = self.serving(offset)
         if found is None:
-            return None
+            raise RemoteNotFound(f"offset {offset} for leader epoch {self._epoch_for(offset)} of "
+                                 f"{self.topic}-{self.partition} does not exist in remote tier")
         meta, offset = found
         h = self.hint(meta, offset, max_bytes)
         data, fetched = self.fetch_range(meta, h.start, h.end)
@@ -468,15 +529,16 @@ class RemotePartition:
                                    f"{len(data)} bytes for [{h.start}, {h.end})")
         return RemoteRead(data, h.next_offset, meta, fetched)
 
-    def offset_for_time(self, ts: int) -> tuple[RemoteSegmentMetadata, int, bytes] | None:
-        """(segment, position, batch bytes) of the first remote batch whose max timestamp >= ts."""
-        for meta in self.segments:
+    def offset_for_time(self, ts: int, start: int) -> tuple[RemoteSegmentMetadata, int, bytes] | None:
+        """(copy, position, batch bytes) of the first remote batch from ``start`` on whose max
+        timestamp >= ts, over the copies serving the offsets in turn."""
+        for meta in self.chain(start):
             if meta.max_timestamp < ts:
                 continue
             start_off = lookup_time(self.time_index(meta), meta.base_offset, ts)
             pos = lookup_position(self.offset_index(meta), meta.base_offset, start_off)
-            for _last, p, size in self.batches(meta):
-                if p < pos:
+            for last, p, size in self.batches(meta):
+                if p < pos or last < start:
                     continue
                 data, _ = self.fetch_range(meta, p, p + size)
                 if struct.unpack_from(">q", data, 35)[0] >= ts:

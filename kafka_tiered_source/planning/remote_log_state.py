@@ -1,0 +1,248 @@
+"""What ``__remote_log_metadata`` says about tiered copies, replayed the way a broker's
+RemoteLogMetadataCache replays it: plain data, no I/O, serializable.
+
+Per topic-partition (:class:`PartitionState`):
+
+* every copy whose segment record was seen and that has not reached DELETE_SEGMENT_FINISHED,
+  with its state (:class:`CopyMeta`);
+* per leader epoch, the offset-to-copy map of Kafka's ``RemoteLogLeaderEpochState``
+  (:class:`EpochState`): for each COPY_SEGMENT_FINISHED copy, the offset where that epoch starts
+  in it, mapped to the copy.  A copy that finishes replaces the mapping at the same start offset,
+  and when it reaches at least as far in that epoch as any copy before it, it also displaces the
+  mappings at or above its start (``handleSegmentWithCopySegmentFinishedState``: a new leader's
+  copy that is a superset of the old leader's).  DELETE_SEGMENT_STARTED removes its mapping.
+  The replay is order-dependent, as Kafka's is: records are applied in the order of their
+  metadata partition, which holds every record of one topic-partition;
+* whether a partition delete was announced (then nothing of the partition is readable).
+
+Which copy serves each offset is computed from this state by :mod:`.coverage`; the state does
+not know about offset ranges, lineages or brokers.  A catalog that follows the metadata topic
+incrementally keeps one :class:`RemoteLogState`, applies new records with :meth:`RemoteLogState.apply`
+(each with its ``(metadata partition, offset)``), remembers how far it read per metadata partition
+in :attr:`RemoteLogState.positions`, and snapshots :meth:`RemoteLogState.to_dict`.
+"""
+from __future__ import annotations
+
+import base64
+import bisect
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ids import uuid_to_str
+from ..protocol import remote_log_metadata as rlm
+from ..storage.segment import RemoteSegment
+
+log = logging.getLogger(__name__)
+
+STARTED, FINISHED = rlm.COPY_SEGMENT_STARTED, rlm.COPY_SEGMENT_FINISHED
+DELETE_STARTED, DELETE_FINISHED = rlm.DELETE_SEGMENT_STARTED, rlm.DELETE_SEGMENT_FINISHED
+# RemoteLogMetadataCache.checkStateTransition (RemoteLogSegmentState.isValidTransition)
+_VALID = {STARTED: {FINISHED, DELETE_STARTED}, FINISHED: {DELETE_STARTED},
+          DELETE_STARTED: {DELETE_STARTED, DELETE_FINISHED}, DELETE_FINISHED: set()}
+
+
+@dataclass(slots=True)
+class CopyMeta:
+    """One tiered copy of a segment, as its segment record and updates describe it (updated in
+    place as its state changes: a topic of 100k copies replays 200k records per plan)."""
+    segment_id: str
+    topic: str
+    topic_id: str
+    partition: int
+    start_offset: int
+    end_offset: int                                   # inclusive, Kafka's endOffset
+    size_bytes: int
+    max_timestamp_ms: int
+    leader_epochs: tuple[tuple[int, int], ...]        # (epoch, start offset), ascending
+    custom_metadata: bytes | None = None
+    txn_index_empty: bool = False
+    state: int = STARTED
+    order: tuple[int, ...] = ()                       # (metadata partition, offset) of its last record
+
+    @property
+    def readable(self) -> bool:
+        return self.state == FINISHED
+
+    def epoch_end(self, epoch: int) -> int:
+        """The last offset of ``epoch`` in this copy (RemoteLogMetadataCache.highestOffsetForEpoch):
+        the next epoch's start - 1, or the copy's end offset."""
+        if len(self.leader_epochs) == 1:
+            return self.end_offset
+        later = [o for e, o in self.leader_epochs if e > epoch]
+        return min(later) - 1 if later else self.end_offset
+
+    def segment(self) -> RemoteSegment:
+        return RemoteSegment(topic=self.topic, topic_id=self.topic_id, partition=self.partition,
+                             segment_id=self.segment_id, base_offset=self.start_offset,
+                             end_offset=self.end_offset, size_bytes=self.size_bytes,
+                             custom_metadata=self.custom_metadata, max_timestamp=self.max_timestamp_ms)
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["leader_epochs"] = [list(e) for e in self.leader_epochs]
+        d["order"] = list(self.order)
+        d["custom_metadata"] = (None if self.custom_metadata is None
+                                else base64.b64encode(self.custom_metadata).decode("ascii"))
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CopyMeta":
+        d = dict(d)
+        d["leader_epochs"] = tuple((int(e), int(o)) for e, o in d["leader_epochs"])
+        d["order"] = tuple(d.get("order", ()))
+        cm = d.get("custom_metadata")
+        d["custom_metadata"] = None if cm is None else base64.b64decode(cm)
+        return cls(**d)
+
+
+@dataclass
+class EpochState:
+    """Kafka's RemoteLogLeaderEpochState for one epoch: ``keys`` (ascending start offsets of
+    the epoch in finished copies) map to ``ids``; ``highest`` is the highest offset of the epoch
+    in any copy that finished (never lowered, as in Kafka)."""
+    keys: list[int] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    highest: int | None = None
+
+    def finished(self, start: int, segment_id: str, epoch_end: int) -> None:
+        # a copy reaching at least as far as every earlier one displaces the mappings at or
+        # above its start (an old leader's copies that the new leader's copy is a superset of)
+        while self.keys and self.keys[-1] >= start and self.highest is not None \
+                and self.highest <= epoch_end:
+            self.keys.pop()
+            self.ids.pop()
+        i = bisect.bisect_left(self.keys, start)
+        if i < len(self.keys) and self.keys[i] == start:
+            self.ids[i] = segment_id
+        else:
+            self.keys.insert(i, start)
+            self.ids.insert(i, segment_id)
+        if self.highest is None or epoch_end > self.highest:
+            self.highest = epoch_end
+
+    def removed(self, start: int, segment_id: str) -> None:
+        i = bisect.bisect_left(self.keys, start)
+        if i < len(self.keys) and self.keys[i] == start and self.ids[i] == segment_id:
+            del self.keys[i]
+            del self.ids[i]
+
+
+@dataclass
+class PartitionState:
+    """The replayed state of one topic-partition's tiered copies."""
+    copies: dict[str, CopyMeta] = field(default_factory=dict)
+    epochs: dict[int, EpochState] = field(default_factory=dict)
+    deleted: bool = False
+
+    def add(self, copy: CopyMeta) -> None:
+        """A segment record (COPY_SEGMENT_STARTED, or a state given whole)."""
+        self.copies[copy.segment_id] = copy
+        if copy.state == FINISHED:
+            self._finished(copy)
+
+    def update(self, segment_id: str, state: int, order: tuple, *, custom_metadata: bytes | None = None,
+               end_offset: int = -1) -> None:
+        copy = self.copies.get(segment_id)
+        if copy is None:   # its segment record was never seen (metadata retention): unusable
+            log.debug("metadata update for unknown segment %s at %s ignored", segment_id, order)
+            return
+        if state not in _VALID.get(copy.state, ()):
+            log.info("segment %s: state %s after %s is not a valid transition; ignored, as "
+                     "RemoteLogMetadataCache ignores it", segment_id, rlm.SEGMENT_STATES.get(state, state),
+                     rlm.SEGMENT_STATES.get(copy.state, copy.state))
+            return
+        copy.state, copy.order = state, order
+        if custom_metadata is not None:
+            copy.custom_metadata = custom_metadata
+        if end_offset >= 0:
+            copy.end_offset = end_offset
+        if state == FINISHED:
+            self._finished(copy)
+        elif state == DELETE_STARTED:
+            for epoch, start in copy.leader_epochs:
+                es = self.epochs.get(epoch)
+                if es is not None:
+                    es.removed(max(start, copy.start_offset), segment_id)
+        elif state == DELETE_FINISHED:
+            del self.copies[segment_id]
+
+    def _finished(self, copy: CopyMeta) -> None:
+        for epoch, start in copy.leader_epochs:
+            self.epochs.setdefault(epoch, EpochState()).finished(
+                max(start, copy.start_offset), copy.segment_id, copy.epoch_end(epoch))
+
+    def readable(self) -> list[CopyMeta]:
+        """The finished copies, by start offset then finish order (none once deleted)."""
+        if self.deleted:
+            return []
+        return sorted((c for c in self.copies.values() if c.readable),
+                      key=lambda c: (c.start_offset, c.order))
+
+    def to_dict(self) -> dict:
+        return {"copies": [c.to_dict() for c in self.copies.values()],
+                "epochs": {str(e): {"keys": s.keys, "ids": s.ids, "highest": s.highest}
+                           for e, s in self.epochs.items()},
+                "deleted": self.deleted}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PartitionState":
+        copies = {c.segment_id: c for c in map(CopyMeta.from_dict, d["copies"])}
+        epochs = {int(e): EpochState(list(s["keys"]), list(s["ids"]), s["highest"])
+                  for e, s in d["epochs"].items()}
+        return cls(copies, epochs, bool(d["deleted"]))
+
+
+@dataclass
+class RemoteLogState:
+    """The replayed ``__remote_log_metadata``: per ``(topic id, partition)`` a
+    :class:`PartitionState`; ``positions`` is the next offset to read per metadata partition."""
+    partitions: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    positions: dict[int, int] = field(default_factory=dict)
+
+    def partition(self, topic_id: str, partition: int) -> PartitionState:
+        return self.partitions.get((topic_id, partition)) or PartitionState()
+
+    def apply(self, decoded: object, order: tuple) -> None:
+        """Replay one decoded metadata record (:mod:`..protocol.remote_log_metadata`)."""
+        record: Any = decoded   # message classes are built from their schema at import
+        if isinstance(decoded, rlm.SegmentRecord):
+            tip = record.remote_log_segment_id.topic_id_partition
+            key = (uuid_to_str(bytes(tip.id)), tip.partition)
+            state = self.partitions.get(key)
+            if state is None:
+                state = self.partitions[key] = PartitionState()
+            state.add(CopyMeta(
+                segment_id=uuid_to_str(bytes(record.remote_log_segment_id.id)), topic=tip.name,
+                topic_id=key[0], partition=tip.partition, start_offset=record.start_offset,
+                end_offset=record.end_offset, size_bytes=record.segment_size_in_bytes,
+                max_timestamp_ms=record.max_timestamp_ms,
+                leader_epochs=tuple(sorted((e.leader_epoch, e.offset) for e in record.segment_leader_epochs)),
+                custom_metadata=_bytes(record.custom_metadata), txn_index_empty=bool(record.txn_index_empty),
+                state=record.remote_log_segment_state, order=order))
+        elif isinstance(decoded, rlm.SegmentUpdate):
+            tip = record.remote_log_segment_id.topic_id_partition
+            state = self.partitions.get((uuid_to_str(bytes(tip.id)), tip.partition))
+            if state is None:
+                return
+            state.update(uuid_to_str(bytes(record.remote_log_segment_id.id)), record.remote_log_segment_state,
+                         order, custom_metadata=_bytes(record.custom_metadata),
+                         end_offset=getattr(record, "end_offset", -1))
+        elif isinstance(decoded, rlm.PartitionDelete):
+            tip = record.topic_id_partition
+            key = (uuid_to_str(bytes(tip.id)), tip.partition)
+            self.partitions.setdefault(key, PartitionState()).deleted = True
+
+    def to_dict(self) -> dict:
+        return {"partitions": [{"topic_id": t, "partition": p, **s.to_dict()}
+                               for (t, p), s in self.partitions.items()],
+                "positions": {str(k): v for k, v in self.positions.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RemoteLogState":
+        parts = {(x["topic_id"], int(x["partition"])): PartitionState.from_dict(x) for x in d["partitions"]}
+        return cls(parts, {int(k): int(v) for k, v in d["positions"].items()})
+
+
+def _bytes(v) -> bytes | None:
+    return None if v is None else bytes(v)

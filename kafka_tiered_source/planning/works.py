@@ -1,0 +1,33 @@
+"""From located partitions to the work packing takes, through the one invariant every plan
+passes (:func:`.coverage.check_cover`), whoever located the partitions."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .coverage import Exclusion, check_cover
+from .filters import skip_segments
+from .locate import Located
+from .packing import PartitionWork, SegmentSlice
+from .plan import PartitionRange
+
+
+def checked_works(ranges: Sequence[PartitionRange], located: dict, *, row_filter=None,
+                  read_committed: bool = False) -> list[PartitionWork]:
+    """Each range's pieces, less the tiered slices a pushed-down filter proves cannot match
+    (recorded as exclusions), checked to cover the range exactly once: a PlanningError naming
+    the partition and offsets otherwise."""
+    works = []
+    for pr in ranges:
+        loc: Located = located[(pr.topic, pr.partition)]
+        kept = skip_segments(loc.pieces, row_filter, read_committed=read_committed)
+        exclusions = list(loc.exclusions)
+        if len(kept) != len(loc.pieces):
+            left = {id(p) for p in kept}
+            exclusions += [
+                Exclusion(p.offset_start, p.offset_end, f"pushed-down filter: every record of segment "
+                                                        f"{p.segment.segment_id} is older than the timestamp bound")
+                for p in loc.pieces if id(p) not in left and isinstance(p, SegmentSlice)]
+        check_cover(f"{pr.topic}-{pr.partition}", pr.start, pr.end, kept, exclusions)
+        if kept:
+            works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(kept)))
+    return works
