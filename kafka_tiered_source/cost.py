@@ -103,15 +103,6 @@ class CostReport:
     def remote_requests(self) -> int:
         return sum(r.remote_requests for r in self.rows)
 
-    def as_dicts(self) -> list[dict]:
-        out = []
-        for r in self.rows:
-            d = {k: getattr(r, k) for k in r.__dataclass_fields__}
-            d["bytes_per_get"] = r.bytes_per_get
-            d["error_rate"] = r.error_rate
-            out.append(d)
-        return out
-
     def __str__(self) -> str:
         head = (f"{'client.id':<24} {'topic':<16} {'GETs':>7} {'failed':>6} {'MB':>9} {'B/GET':>9} "
                 f"{'$':>10} {'p50 ms':>7} {'p99 ms':>7} {'broker MB':>9} {'via brokers $':>13}")

@@ -46,11 +46,6 @@ def redact_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-def redact_options(options: dict) -> dict:
-    """A copy of an option map with every secret-bearing value replaced by ``***``."""
-    return {k: (REDACTED if is_secret_key(str(k)) else v) for k, v in options.items()}
-
-
 class Secret:
     """A string that does not show itself.  ``.get()`` returns the value."""
 

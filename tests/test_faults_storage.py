@@ -373,8 +373,8 @@ def test_short_body_with_matching_content_length_falls_back(cluster, proxy, keep
 @pytest.mark.decoder
 def test_short_body_that_fails_its_checksum_is_retried_then_falls_back(cluster, proxy):
     """moto sends the object's checksum; botocore finds the cut body does not match it.  That
-    is a damaged transfer: retried, then the broker (it used to escape as a raw botocore
-    FlexibleChecksumError and kill the task)."""
+    is a damaged transfer: retried, then the broker (a raw botocore FlexibleChecksumError
+    escaping would kill the task)."""
     opts = options(cluster, proxy.endpoint, **{"fetch.remote.retry.max.attempts": "2"})
     ranges = remote_tasks(planning.plan(opts))
     proxy.add(Rule(match=".log", damage="short-length-checksum"))

@@ -529,14 +529,6 @@ for _k, _req in REQUESTS.items():
 del _k, _req, _resp
 
 
-def request_class(api_key: int):
-    return REQUESTS[api_key]
-
-
-def response_class(api_key: int):
-    return RESPONSES[api_key]
-
-
 def api_name(api_key: int) -> str:
     return API_NAMES.get(api_key, f"api key {api_key}")
 

@@ -118,14 +118,6 @@ def write_varlong(out: bytearray, value: int) -> None:
     write_uvarint(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
-def uvarint_size(value: int) -> int:
-    n = 1
-    while value >= 0x80:
-        value >>= 7
-        n += 1
-    return n
-
-
 # --- uuid ------------------------------------------------------------------------------------
 
 def read_uuid(buf, pos):

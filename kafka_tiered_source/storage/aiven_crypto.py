@@ -257,10 +257,6 @@ class KeyRing:
             return cls()
         return cls(parse_key_pairs(f"option {OPTION}", OPTION, raw))
 
-    @property
-    def key_ids(self) -> tuple[str, ...]:
-        return tuple(self._sources)
-
     def __repr__(self) -> str:
         return f"KeyRing(key_ids={list(self._sources)!r})"
 

@@ -2,12 +2,11 @@
 epoch and the offset where it starts, in the partition directory's ``leader-epoch-checkpoint``
 (Kafka's text format: version 0, the entry count, then ``epoch startOffset`` lines).
 
-Each replica of a partition keeps its own cache; :meth:`LeaderEpochCache.bump` is a leadership
-change on the new leader (Kafka assigns the new epoch at the log end offset when a replica
-becomes leader), every batch appended afterwards carries the new epoch, and followers assign
-the epochs of the batches they replicate.  OffsetForLeaderEpoch answers
-from here (:meth:`end_offset_for`), and so does the lineage rule that decides which copy of a
-tiered segment is live.
+Each replica of a partition keeps its own cache; a leadership change assigns the new epoch at
+the new leader's log end offset (Partition.makeLeader: :meth:`LeaderEpochCache.assign`), every
+batch appended afterwards carries the new epoch, and followers assign the epochs of the
+batches they replicate.  OffsetForLeaderEpoch answers from here (:meth:`end_offset_for`), and
+so does the lineage rule that decides which copy of a tiered segment is live.
 """
 from __future__ import annotations
 
@@ -67,13 +66,6 @@ class LeaderEpochCache:
         self.entries.append((epoch, start_offset))
         return True
 
-    def bump(self, log_end_offset: int) -> int:
-        """A new leader epoch, starting at the log end offset (Partition.makeLeader); returns it."""
-        epoch = self.latest + 1
-        self.assign(epoch, log_end_offset)
-        self.save()
-        return epoch
-
     def truncate_from_start(self, offset: int) -> None:
         """The log start offset moved to ``offset`` (LeaderEpochFileCache.truncateFromStart):
         entries that start before it go, except the last of them, which now starts there."""
@@ -82,14 +74,6 @@ class LeaderEpochCache:
             return
         last = before[-1]
         kept = [(last[0], offset)] + [e for e in self.entries if e[1] > offset]
-        if kept != self.entries:
-            self.entries = kept
-            self.save()
-
-    def truncate_from_end(self, offset: int) -> None:
-        """The log was truncated to ``offset`` (LeaderEpochFileCache.truncateFromEnd): entries
-        that start at or after it go."""
-        kept = [e for e in self.entries if e[1] < offset]
         if kept != self.entries:
             self.entries = kept
             self.save()
