@@ -76,7 +76,7 @@ def test_tier_copies_closed_segments_below_lso_in_layout(tiered):
         assert [(m.base_offset, m.end_offset, m.size_bytes, m.max_timestamp) for m in metas] == \
             [(w["baseOffset"], w["endOffset"], w["sizeBytes"], w["maxTimestamp"]) for w in want]
         topic_id = s.topics[tp[0]].topic_id
-        cache = s._part(*tp).log.epochs
+        cache = s.partition(*tp).log.epochs
         for m in metas:
             entries = [(e, o) for e, o in cache.entries if o <= m.end_offset]
             assert m.state == "COPY_FINISHED" and m.topic_id == topic_id

@@ -144,7 +144,7 @@ def play(c, topic: str, ops, retention_bytes) -> History:
             # a duplicate of a copy the broker serves from (a retried copy).  (A copy finishing
             # inside one that superseded it — an old leader's late copy — makes Kafka's own
             # look-up fail; test_overlapping_copies reads that case against the records written.)
-            served = list(c.storage._part(topic, 0).remote.chain(c.offsets(topic, 0).log_start_offset))
+            served = list(c.storage.partition(topic, 0).remote.chain(c.offsets(topic, 0).log_start_offset))
             if served:
                 m = served[len(served) // 2]
                 aligned = [w for w in h.written if m.base_offset <= w.base and w.last <= m.end_offset]

@@ -30,12 +30,12 @@ LAYERS = [
 RANK = {part: i for i, layer in enumerate(LAYERS) for part in layer}
 
 
-def _modules():
-    for dirpath, _, files in os.walk(ROOT):
+def _modules(root: str = ROOT):
+    for dirpath, _, files in os.walk(root):
         for f in sorted(files):
             if f.endswith(".py"):
                 path = os.path.join(dirpath, f)
-                rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
+                rel = os.path.relpath(path, os.path.dirname(root))[:-3].replace(os.sep, ".")
                 yield path, rel[: -len(".__init__")] if rel.endswith(".__init__") else rel, f == "__init__.py"
 
 
@@ -126,6 +126,93 @@ def test_the_checker_sees_function_level_imports(tmp_path):
     path.write_text("def f():\n    from ..spark.datasource import x\n")
     assert [t for t, _ in _imports(str(path), "kafka_tiered_source.planning.probe", False)] == [
         "kafka_tiered_source.spark.datasource"]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _names_defined(tree: ast.AST) -> set[str]:
+    """Every name a module binds anywhere: functions, classes, variables, attributes it assigns
+    (``self._x = ...``), parameters, imports, keyword arguments (``set_defaults(_run=...)``) and
+    strings that could be ``__slots__`` entries."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Store):
+            out.add(n.id if isinstance(n, ast.Name) else n.attr)
+        elif isinstance(n, (ast.arg, ast.keyword)) and n.arg:
+            out.add(n.arg)
+        elif isinstance(n, ast.alias):
+            out.add(n.asname or n.name.split(".")[0])
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier():
+            out.add(n.value)
+    return out
+
+
+def _private_reach_ins(root: str = ROOT) -> list[str]:
+    """Where a module takes another module's private name: ``from .x import _y`` (a private
+    *module* may be imported: it belongs to its package, as ``records._python`` does), or
+    ``obj._y`` where ``_y`` is bound nowhere in the module reading it but in another module of
+    the package (a private attribute reached from outside the module that owns it)."""
+    trees = {module: (path, is_package, ast.parse(open(path, encoding="utf-8").read(), path))
+             for path, module, is_package in _modules(root)}
+    defined = {module: _names_defined(tree) for module, (_, _, tree) in trees.items()}
+    owners: dict[str, set[str]] = {}
+    for module, names in defined.items():
+        for name in names:
+            owners.setdefault(name, set()).add(module)
+    package_dir = os.path.dirname(root)
+
+    def is_module(dotted: str) -> bool:
+        base = os.path.join(package_dir, *dotted.split("."))
+        return dotted in trees or os.path.isdir(base) or os.path.exists(base + ".pyi") or bool(
+            [f for f in os.listdir(os.path.dirname(base)) if f.startswith(os.path.basename(base) + ".")
+             and f.endswith((".so", ".pyd"))] if os.path.isdir(os.path.dirname(base)) else [])
+
+    found = []
+    for module, (path, is_package, tree) in trees.items():
+        here = module.split(".") if is_package else module.split(".")[:-1]
+        where = os.path.relpath(path, package_dir)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    target = ".".join(here[: len(here) - (node.level - 1)] + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if target.split(".")[0] != PACKAGE:
+                    continue
+                found += [f"{where}:{node.lineno}: from {target} import {a.name}" for a in node.names
+                          if _private(a.name) and not is_module(f"{target}.{a.name}")]
+            elif isinstance(node, ast.Attribute) and _private(node.attr):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                    continue
+                others = owners.get(node.attr, set()) - {module}
+                if node.attr not in defined[module] and others:
+                    found.append(f"{where}:{node.lineno}: .{node.attr} (private to {', '.join(sorted(others))})")
+    return sorted(found)
+
+
+def test_no_module_takes_another_modules_private_names():
+    """What one module uses of another is public there (the issue's case: a planner calling a
+    listing's private ``_map``); a private name is free to change with its own module."""
+    assert _private_reach_ins() == []
+
+
+def test_the_private_name_check_sees_imports_and_attributes(tmp_path):
+    pkg = tmp_path / PACKAGE
+    (pkg / "records").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "records" / "__init__.py").write_text("")
+    (pkg / "records" / "_python.py").write_text("class _Cursor:\n    pass\n")
+    (pkg / "records" / "owner.py").write_text("class Listing:\n    def _map(self):\n        return []\n")
+    (pkg / "records" / "user.py").write_text(
+        "from . import _python\nfrom ._python import _Cursor\n\n"
+        "def plan(listing):\n    return listing._map(), _python, _Cursor\n")
+    assert _private_reach_ins(str(pkg)) == [
+        "kafka_tiered_source/records/user.py:2: from kafka_tiered_source.records._python import _Cursor",
+        "kafka_tiered_source/records/user.py:5: ._map (private to kafka_tiered_source.records.owner)"]
 
 
 def test_scan_runs_without_spark():

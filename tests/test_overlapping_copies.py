@@ -159,7 +159,7 @@ def test_a_hole_between_copies_goes_to_the_broker_which_says_why(today):
     topic = "hole"
     h = three_segments(today, topic)
     (middle,) = [m for m in today.remote_segments(topic, 0) if m.base_offset == 100]
-    today.storage._part(topic, 0).remote.delete([middle])      # a copy lost: [100, 199] in no copy
+    today.storage.partition(topic, 0).remote.delete([middle])      # a copy lost: [100, 199] in no copy
     plan = planning.plan(options(today, topic))
     assert [(r.offset_start, r.offset_end) for r in plan.broker_ranges] == [(100, 250)]
     from kafka_tiered_source.errors import BrokerError

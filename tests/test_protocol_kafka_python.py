@@ -84,7 +84,7 @@ def _kp_value(f, kp_field, value, v, flex):
 
 def _to_kp(kp_cls, obj, v, flex, top=False):
     kw = {}
-    for f in obj._fields:
+    for f in obj.FIELDS:
         if not f.in_version(v):
             continue
         val = getattr(obj, f.attr)
@@ -96,7 +96,7 @@ def _to_kp(kp_cls, obj, v, flex, top=False):
 
 def _from_kp(cls, kp_obj, v):
     kw = {}
-    for f in cls._fields:
+    for f in cls.FIELDS:
         if not f.in_version(v) or _kp_name(f.attr) not in type(kp_obj).fields:
             continue  # e.g. the KIP-1248 tags, which kafka-python does not know
         val = getattr(kp_obj, _kp_name(f.attr))
@@ -129,7 +129,7 @@ def _random(ours, v, rng):
         msg.error_code = 0
     # kafka-python does not know the KIP-1248 tags (tested separately below): keep them default
     for obj in _walk(msg):
-        for f in obj._fields:
+        for f in obj.FIELDS:
             if f.tag is not None and f.tag >= 100:
                 setattr(obj, f.attr, f.default())
     return msg
@@ -137,7 +137,7 @@ def _random(ours, v, rng):
 
 def _walk(obj):
     yield obj
-    for f in obj._fields:
+    for f in obj.FIELDS:
         if f.struct_class is not None:
             val = getattr(obj, f.attr)
             for x in (val or []) if f.is_array else ([val] if val is not None else []):

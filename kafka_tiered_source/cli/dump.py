@@ -81,8 +81,8 @@ def dump(buf, name: str, *, records: bool = False, as_json: bool = False,
         if records and h.magic == 2 and (crc_ok or not verify_crc):
             try:
                 if h.is_control:
-                    from ..records.decoder import _records
-                    body, origin, dec = _records(buf, h, pos, h.size, 0, 1 << 20)
+                    from ..records.decoder import batch_records
+                    body, origin, dec = batch_records(buf, h, pos, h.size, 0, 1 << 20)
                     ctype = control_type(body, h, origin, dec)
                     info["controlType"] = {0: "ABORT", 1: "COMMIT"}.get(ctype, ctype)
                 else:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from itertools import pairwise
+from typing import Callable, Iterable, TypeVar
 
 from ..errors import ConfigError, OfflinePlanningError, SegmentFormatError
 from ..model import SubscribePattern
@@ -56,6 +57,9 @@ from .plan import PartitionRange
 from .remote_log_state import FINISHED, CopyMeta, PartitionState
 from .tiered import located_spans
 from .txn import aborted_in
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +157,10 @@ class StoreListing:
                 incomplete.append(base)
                 continue
             chosen.append((base, seg_id, objects))
-        segments = self._map(lambda c: self._segment(topic, partition, topic_id, *c), chosen)
+        segments = self.map_concurrently(lambda c: self._segment(topic, partition, topic_id, *c), chosen)
         # End offsets the manifests did not give: walk the tail of each such segment.
         unknown = [i for i, seg in enumerate(segments) if seg.end_offset < seg.base_offset]
-        for i, end in zip(unknown, self._map(lambda i: self._last_offset(segments[i]), unknown), strict=True):
+        for i, end in zip(unknown, self.map_concurrently(lambda i: self._last_offset(segments[i]), unknown), strict=True):
             segments[i] = _with_end(segments[i], end)
         return segments, incomplete
 
@@ -186,7 +190,7 @@ class StoreListing:
                     f"alone cannot tell which one the broker serves")
         return TieredPartition(topic, partition, topic_id, _contiguous(where, segments, incomplete))
 
-    def _map(self, fn, items) -> list:
+    def map_concurrently(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``fn`` over ``items`` with ``fetch.remote.concurrency`` requests in flight, in order."""
         items = list(items)
         if len(items) <= 1:
@@ -377,7 +381,7 @@ class ListingLocator:
         if not listed:
             return state
         segments, _ = self.listing.complete_copies(pr.topic, pr.partition, pr.topic_id, listed)
-        epochs = self.listing._map(self._epochs, segments)
+        epochs = self.listing.map_concurrently(self._epochs, segments)
         for n, (seg, eps) in enumerate(sorted(zip(segments, epochs, strict=True), key=lambda t: (t[0].end_offset, t[0].base_offset))):
             state.add(CopyMeta(
                 segment_id=seg.segment_id, topic=seg.topic, topic_id=seg.topic_id, partition=seg.partition,

@@ -193,7 +193,7 @@ class OfflinePlanner:
             tp = self._tiered[key]
             off = search.offset_for(tp.segments, stamps[key], tp.earliest)[0]
             return off if off < self._latest[key] else -1
-        return dict(zip(keys, self.listing._map(one, keys), strict=True))
+        return dict(zip(keys, self.listing.map_concurrently(one, keys), strict=True))
 
 
 def plan_offline(options, row_filter=None) -> Plan:

@@ -67,28 +67,30 @@ def _elem_codec(f: Field, etype: str, v: int, flex: bool, nullable: bool, keep: 
             writer(out, val, compact)
         return rd, wr
     # nested struct
+    if f.struct_class is None:
+        raise ProtocolError(f"{f.name}: struct type {etype} has no class (its message was not built)")
     plan = _plan(f.struct_class, v, flex, keep)
     if not nullable:
-        def wr(out, val):
+        def write_required(out, val):
             if val is None:
                 raise ProtocolError(f"{f.name} is null but not nullable in version {v}")
             plan.write(out, val)
-        return plan.read, wr
+        return plan.read, write_required
 
     # Nullable structs carry an int8 presence marker (-1 null, 1 present), as Kafka does.
-    def rd(buf, pos):
+    def read_nullable(buf, pos):
         marker, pos = P.read_int8(buf, pos)
         if marker < 0:
             return None, pos
         return plan.read(buf, pos)
 
-    def wr(out, val):
+    def write_nullable(out, val):
         if val is None:
             out.append(0xFF)
         else:
             out.append(1)
             plan.write(out, val)
-    return rd, wr
+    return read_nullable, write_nullable
 
 
 def _field_codec(f: Field, v: int, flex: bool, keep: bool):
@@ -104,7 +106,7 @@ def _field_codec(f: Field, v: int, flex: bool, keep: bool):
             if not nullable:
                 raise ProtocolError(f"null array for non-nullable {f.name} (version {v})")
             return None, pos
-        items = []
+        items: list = []
         append = items.append
         for _ in range(n):
             item, pos = erd(buf, pos)
@@ -137,7 +139,7 @@ class _Plan:
 
     def build(self):
         cls, v, flex, keep = self.cls, self.version, self.flex, self.keep
-        for f in cls._fields:
+        for f in cls.FIELDS:
             if not f.in_version(v):
                 self.absent.append(f)
             elif f.is_tagged(v):

@@ -59,7 +59,7 @@ def random_field_value(f: Field, v: int, flex: bool, rng: random.Random, depth: 
 
 def random_struct(cls, v: int, flex: bool, rng: random.Random, depth: int = 0):
     kwargs = {}
-    for f in cls._fields:
+    for f in cls.FIELDS:
         if not f.in_version(v):
             continue
         if f.is_tagged(v):

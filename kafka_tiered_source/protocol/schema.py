@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Type, TypeVar, cast
 
 PRIMITIVES = frozenset({
     "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool",
@@ -91,8 +91,9 @@ class Field:
         # "flexibleVersions": "none" on that one field).
         self.never_compact = never_compact
         self._default = default
-        self.struct_class = None  # set when classes are built
-        self._spec = None         # (factory, constant), once struct_class is known
+        self.struct_class: Type[Struct] | None = None   # set when classes are built (``type`` is a parameter here)
+        # (factory, constant), once struct_class is known
+        self._spec: tuple[Callable[[], Any] | None, Any] | None = None
         self._compare = _NO_DEFAULT
 
     def in_version(self, v: int) -> bool:
@@ -109,7 +110,7 @@ class Field:
         factory, const = self.default_spec()
         return factory() if factory is not None else const
 
-    def default_spec(self) -> tuple:
+    def default_spec(self) -> tuple[Callable[[], Any] | None, Any]:
         """``(factory, constant)``: a default that is immutable is shared (``factory`` None);
         lists and structs are made new by ``factory()`` for every object.  The codec and
         ``Struct.__init__`` set thousands of defaults per response, so this is worked out once."""
@@ -118,7 +119,7 @@ class Field:
             spec = self._spec = self._work_out_default()
         return spec
 
-    def _work_out_default(self) -> tuple:
+    def _work_out_default(self) -> tuple[Callable[[], Any] | None, Any]:
         d = self._default
         if self.is_array:
             return (None, None) if d is None else (list, None)
@@ -156,18 +157,34 @@ class Field:
         return f"Field({self.name!r}, {self.type!r}, {str(self.versions)!r})"
 
 
-class Struct:
+class StructType(type):
+    """The class of the generated classes.  Their fields and nested struct classes are data (a
+    :class:`Message`'s declaration), set when the classes are built, so a type checker cannot
+    list them: it sees every field as ``Any`` (:meth:`Struct.__getattr__`) and every nested
+    struct class (``FetchRequest.FetchTopic``) as a :class:`Struct` class (below)."""
+
+    if TYPE_CHECKING:
+        def __getattr__(cls, name: str) -> type[Struct]: ...
+
+
+class Struct(metaclass=StructType):
     """Base of every generated class.  ``unknown_tags`` maps tag -> raw bytes for tagged fields
     this code does not know (kept so they re-encode unchanged)."""
 
     __slots__ = ("unknown_tags",)
-    _fields: tuple = ()
-    _attrs: frozenset = frozenset()
+    # the fields in declaration order, which the codec, random_values and the broker walk
+    FIELDS: tuple[Field, ...] = ()
+    _attrs: frozenset[str] = frozenset()
+    _defaults: tuple[tuple[str, Callable[[], Any] | None, Any], ...]
+    unknown_tags: dict[int, bytes] | None
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, **kwargs):
         specs = type(self).__dict__.get("_defaults")
         if specs is None:
-            specs = type(self)._defaults = tuple((f.attr, *f.default_spec()) for f in self._fields)
+            specs = type(self)._defaults = tuple((f.attr, *f.default_spec()) for f in self.FIELDS)
         if kwargs:
             for attr, factory, const in specs:
                 if attr in kwargs:
@@ -180,20 +197,20 @@ class Struct:
         self.unknown_tags = kwargs.pop("unknown_tags", None) or None
         if kwargs:
             raise TypeError(f"{type(self).__name__} has no field(s) {sorted(kwargs)}; "
-                            f"fields are {[f.attr for f in self._fields]}")
+                            f"fields are {[f.attr for f in self.FIELDS]}")
 
     def __eq__(self, other):
         if type(other) is not type(self):
             return NotImplemented
         if (self.unknown_tags or {}) != (other.unknown_tags or {}):
             return False
-        return all(_eq(getattr(self, f.attr), getattr(other, f.attr)) for f in self._fields)
+        return all(_eq(getattr(self, f.attr), getattr(other, f.attr)) for f in self.FIELDS)
 
-    __hash__ = None
+    __hash__ = None    # type: ignore[assignment]  # mutable, compared by value: unhashable, as a dataclass with eq
 
     def __repr__(self):
         parts = []
-        for f in self._fields:
+        for f in self.FIELDS:
             v = getattr(self, f.attr)
             if f.sensitive and v is not None:
                 parts.append(f"{f.attr}='***'")
@@ -208,7 +225,7 @@ class Struct:
     def to_dict(self) -> dict:
         """Plain nested dict/list form (memoryviews become bytes); handy in tests and logs."""
         out = {}
-        for f in self._fields:
+        for f in self.FIELDS:
             out[f.attr] = _plain(getattr(self, f.attr))
         return out
 
@@ -221,7 +238,7 @@ class Struct:
 def _copy(v):
     if isinstance(v, Struct):
         new = type(v).__new__(type(v))
-        for f in v._fields:
+        for f in v.FIELDS:
             setattr(new, f.attr, _copy(getattr(v, f.attr)))
         new.unknown_tags = dict(v.unknown_tags) if v.unknown_tags else None
         return new
@@ -269,7 +286,10 @@ class MessageStruct(Struct):
 
     @classmethod
     def max_version(cls) -> int:
-        return cls.VALID_VERSIONS.hi
+        hi = cls.VALID_VERSIONS.hi
+        if hi is None:     # Kafka's JSON gives every message a closed validVersions range
+            raise ValueError(f"{cls.NAME}: validVersions {cls.VALID_VERSIONS} has no upper bound")
+        return hi
 
     def encode(self, version: int) -> bytes:
         from .codec import encode_body
@@ -298,7 +318,11 @@ class Message:
         return f"Message({self.name!r}, api_key={self.api_key}, valid={self.valid!r}, flexible={self.flexible!r})"
 
 
-def _build_struct(name: str, fields: list, base: type, namespace: dict, owner_dict: dict) -> type:
+S = TypeVar("S", bound=Struct)
+
+
+def _build_struct(name: str, fields: list[Field], base: type[S], namespace: dict[str, Any],
+                  owner_dict: dict[str, type[Struct]]) -> type[S]:
     seen = set()
     for f in fields:
         if f.attr in seen:
@@ -308,20 +332,21 @@ def _build_struct(name: str, fields: list, base: type, namespace: dict, owner_di
             f.struct_class = _build_struct(f.elem_type, f.fields, Struct, {}, owner_dict)
     attrs = dict(namespace)
     attrs["__slots__"] = tuple(f.attr for f in fields)
-    attrs["_fields"] = tuple(fields)
+    attrs["FIELDS"] = tuple(fields)
     attrs["_attrs"] = frozenset(f.attr for f in fields)
-    cls = type(name, (base,), attrs)
+    # a class made by its metaclass is typed as that metaclass; it is a subclass of ``base``
+    cls = cast("type[S]", StructType(name, (base,), attrs))
     if base is Struct:
         # Nested struct classes hang off the message class (FetchRequest.FetchTopic), as kmsg does.
         other = owner_dict.get(name)
-        if other is not None and [f.attr for f in other._fields] != [f.attr for f in fields]:
+        if other is not None and [f.attr for f in other.FIELDS] != [f.attr for f in fields]:
             raise ValueError(f"struct name {name} declared twice with different fields")
         owner_dict.setdefault(name, cls)
     return cls
 
 
-def build_message_class(decl: Message, module: str | None = None) -> type:
-    nested: dict = {}
+def build_message_class(decl: Message, module: str | None = None) -> type[MessageStruct]:
+    nested: dict[str, type[Struct]] = {}
     ns = {
         "API_KEY": decl.api_key, "NAME": decl.name, "KIND": decl.kind,
         "VALID_VERSIONS": VersionRange.parse(decl.valid),

@@ -21,7 +21,7 @@ class RecordFormatError(ValueError):
     """(message, position) — the Python twin of ``_native.RecordFormatError``."""
 
 
-class _Cursor:
+class Cursor:
     """Bounded cursor over ``buf[pos:end]``; ``origin``/``decompressed`` as in native/cursor.h."""
 
     __slots__ = ("buf", "pos", "end", "origin", "decompressed")
@@ -82,7 +82,7 @@ def crc32c(data, start: int = 0, end: int | None = None) -> int:
 
 
 def check_batch(data, pos: int, size: int, origin: int, verify_crc: bool) -> None:
-    c = _Cursor(data, pos, len(data), origin, False)
+    c = Cursor(data, pos, len(data), origin, False)
     c.need(size, "record batch")
     c.need(HEADER_SIZE, "batch header")
     magic = data[pos + 16]
@@ -124,7 +124,7 @@ class Builder:
 
     def append(self, data, pos, end, remaining, base_offset, base_timestamp, max_timestamp,
                log_append, min_offset, max_offset, origin, decompressed):
-        c = _Cursor(data, pos, end, origin, decompressed)
+        c = Cursor(data, pos, end, origin, decompressed)
         while remaining > 0:
             if not self._record(c, base_offset, base_timestamp, max_timestamp, log_append,
                                 min_offset, max_offset):
@@ -143,7 +143,7 @@ class Builder:
             raise c.fail(start, f"invalid record length {length}")
         c.need(length, "record")
         body = c.pos
-        r = _Cursor(buf, body, body + length, c.origin, c.decompressed)
+        r = Cursor(buf, body, body + length, c.origin, c.decompressed)
         r.pos += 1   # attributes: unused in v2
         ts_delta = r.varlong("timestamp delta")
         off_delta = r.varint("offset delta")

@@ -174,7 +174,7 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
             if filter is not None:
                 ctype = None
                 if is_control:
-                    records, origin, decompressed = _records(mv, h, pos, size, position,
+                    records, origin, decompressed = batch_records(mv, h, pos, size, position,
                                                              max_decompressed_bytes)
                     ctype = control_type(records, h, origin, decompressed)
                 keep = filter.keep(h, ctype)
@@ -219,7 +219,7 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                     raise codecs.limit_error(h.codec, max_decompressed_bytes, at, h.base_offset)
                 pos += size
                 continue
-            records, origin, decompressed = _records(mv, h, pos, size, position,
+            records, origin, decompressed = batch_records(mv, h, pos, size, position,
                                                      max_decompressed_bytes)
             while True:
                 try:
@@ -250,7 +250,7 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
     return res
 
 
-def _records(mv, h, pos, size, position, limit):
+def batch_records(mv, h, pos, size, position, limit):
     """A batch's record bytes, decompressed when needed, with the origin for error positions."""
     body = mv[pos + HEADER_SIZE:pos + size]
     if h.codec == CODEC_NONE:

@@ -72,11 +72,11 @@ class ReadCommittedFilter:
 def control_type(records, header: BatchHeader, origin: int, decompressed: bool) -> int | None:
     """The type of the first control record in ``records`` (a batch's record bytes), or None
     for an empty control batch.  The key is ``version int16, type int16``."""
-    from ._python import RecordFormatError, _Cursor
+    from ._python import RecordFormatError, Cursor
 
     if header.record_count == 0:
         return None
-    c = _Cursor(records, 0, len(records), origin, decompressed)
+    c = Cursor(records, 0, len(records), origin, decompressed)
     try:
         start = c.pos
         length = c.varint("record length")

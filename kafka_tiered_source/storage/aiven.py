@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..errors import SegmentFormatError
+from ..options.values import INT32_MAX
 from .aiven_keys import (SUFFIX_INDEXES, SUFFIX_LOG, SUFFIX_MANIFEST, SUFFIXES, TAG_OBJECT_KEY,
                          TAG_OBJECT_PREFIX, TAG_REMOTE_SIZE, decode_custom_metadata, main_path, object_key,
                          segment_object_key)
@@ -51,7 +52,6 @@ MAX_CHUNK_TABLE_SIZE = 10 * 1024 * 1024
 # 2^20 chunks covers a 2 GiB segment (Kafka's int32 limit) with 2 KiB chunks; the plugin's
 # default is 4 MiB.
 MAX_CHUNK_COUNT = 1 << 20
-_INT32_MAX = 2**31 - 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,7 +201,7 @@ class ChunkIndex:
                 raise SegmentFormatError(f"manifest chunkIndex misses required field {name!r}",
                                          location=location)
             v = d[name]
-            if typ is int and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= _INT32_MAX):
+            if typ is int and (not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= INT32_MAX):
                 raise SegmentFormatError(
                     f"manifest chunkIndex field {name!r} must be a non-negative int32, got {v!r}",
                     location=location)
@@ -306,7 +306,7 @@ class SegmentIndexes:
                     f"manifest segmentIndexes.{jname} needs 'position' and 'size'",
                     location=location) from None
             for n, x in (("position", pos), ("size", size)):
-                if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= _INT32_MAX:
+                if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= INT32_MAX:
                     raise SegmentFormatError(
                         f"manifest segmentIndexes.{jname}.{n} must be a non-negative int32, got {x!r}",
                         location=location)

@@ -82,6 +82,21 @@ def _xor(a: bytes, b: bytes) -> bytes:
     return (int.from_bytes(a, "big") ^ int.from_bytes(b, "big")).to_bytes(len(a), "big")
 
 
+def oaep_sha3_512_encrypt(n: int, e: int, message: bytes) -> bytes:
+    """RSAES-OAEP encryption (RFC 8017 7.1.1) with SHA3-512 and MGF1-SHA3-512, empty label:
+    what BouncyCastle's ``RSA/NONE/OAEPWithSHA3-512AndMGF1Padding`` does, the inverse of
+    :meth:`RsaPrivateKey.decrypt_oaep` (the embedded broker wraps data keys with it)."""
+    k = (n.bit_length() + 7) // 8
+    if len(message) > k - 2 * _HLEN - 2:
+        raise ValueError(f"message of {len(message)} bytes is too long for a {k * 8}-bit key")
+    db = _LHASH + b"\0" * (k - len(message) - 2 * _HLEN - 2) + b"\1" + message
+    seed = os.urandom(_HLEN)
+    masked_db = _xor(db, _mgf1(seed, k - _HLEN - 1))
+    masked_seed = _xor(seed, _mgf1(masked_db, _HLEN))
+    em = b"\0" + masked_seed + masked_db
+    return pow(int.from_bytes(em, "big"), e, n).to_bytes(k, "big")
+
+
 class RsaPrivateKey:
     """An RSA private key's numbers, for RSAES-OAEP(SHA3-512, MGF1-SHA3-512) decryption."""
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..protocol.primitives import write_uvarint, write_varlong
-from ..storage.aiven import (_INT32_MAX, TAG_OBJECT_KEY, TAG_OBJECT_PREFIX, TAG_REMOTE_SIZE, ChunkIndex,
+from ..options.values import INT32_MAX
+from ..storage.aiven import (TAG_OBJECT_KEY, TAG_OBJECT_PREFIX, TAG_REMOTE_SIZE, ChunkIndex,
                              EncryptionMetadata, SegmentIndex, SegmentIndexes)
-from ..storage.aiven_crypto import IV_SIZE, OVERHEAD
+from ..storage.aiven_crypto import IV_SIZE, OVERHEAD, oaep_sha3_512_encrypt
 
 
 # --------------------------------------------------------------------------------------------
@@ -37,21 +38,6 @@ def generate_key_pair(path: str, bits: int = 2048) -> str:
     return path
 
 
-def _oaep_sha3_512_wrap(n: int, e: int, message: bytes) -> bytes:
-    """RSAES-OAEP encryption (RFC 8017 7.1.1) with SHA3-512 and MGF1-SHA3-512, empty label:
-    what BouncyCastle's ``RSA/NONE/OAEPWithSHA3-512AndMGF1Padding`` does."""
-    from ..storage.aiven_crypto import _LHASH, _HLEN, _mgf1, _xor
-    k = (n.bit_length() + 7) // 8
-    if len(message) > k - 2 * _HLEN - 2:
-        raise ValueError(f"message of {len(message)} bytes is too long for a {k * 8}-bit key")
-    db = _LHASH + b"\0" * (k - len(message) - 2 * _HLEN - 2) + b"\1" + message
-    seed = os.urandom(_HLEN)
-    masked_db = _xor(db, _mgf1(seed, k - _HLEN - 1))
-    masked_seed = _xor(seed, _mgf1(masked_db, _HLEN))
-    em = b"\0" + masked_seed + masked_db
-    return pow(int.from_bytes(em, "big"), e, n).to_bytes(k, "big")
-
-
 @dataclass(frozen=True)
 class SegmentEncryption:
     """One segment's data key and AAD, and the key pair that wraps the data key."""
@@ -64,18 +50,22 @@ class SegmentEncryption:
     def new(cls, key_id: str, private_key_file: str) -> "SegmentEncryption":
         """A fresh data key and AAD (AesEncryptionProvider.createDataKeyAndAAD), wrapped for
         the key pair whose private key is in ``private_key_file``."""
+        from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
         from cryptography.hazmat.primitives.serialization import load_pem_private_key
         with open(private_key_file, "rb") as fh:
-            pub = load_pem_private_key(fh.read(), password=None).public_key().public_numbers()
+            key = load_pem_private_key(fh.read(), password=None)
+        if not isinstance(key, RSAPrivateKey):
+            raise ValueError(f"{private_key_file} holds a {type(key).__name__}; the plugin's key pairs are RSA")
+        pub = key.public_key().public_numbers()
         data_key = os.urandom(32)
-        return cls(key_id, data_key, os.urandom(32), _oaep_sha3_512_wrap(pub.n, pub.e, data_key))
+        return cls(key_id, data_key, os.urandom(32), oaep_sha3_512_encrypt(pub.n, pub.e, data_key))
 
     @property
     def metadata(self) -> EncryptionMetadata:
         """The manifest's ``encryption``: ``{keyPairId}:{base64}`` and the AAD."""
         return EncryptionMetadata(f"{self.key_id}:{base64.b64encode(self.wrapped).decode('ascii')}", self.aad)
 
-    def encrypt(self, chunk: bytes) -> bytes:
+    def encrypt(self, chunk: bytes | memoryview) -> bytes:
         """``IV || ciphertext || tag`` (EncryptionChunkEnumeration), a fresh random IV."""
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         iv = os.urandom(IV_SIZE)
@@ -95,18 +85,18 @@ def encode_custom_metadata(*, remote_size: int | None = None, object_prefix: str
     for tag, text in ((TAG_OBJECT_PREFIX, object_prefix), (TAG_OBJECT_KEY, object_key)):
         if text is not None:
             raw = text.encode("utf-8")
-            body = bytearray()
-            write_uvarint(body, len(raw) + 1)
-            body += raw
-            fields.append((tag, bytes(body)))
+            prefixed = bytearray()
+            write_uvarint(prefixed, len(raw) + 1)
+            prefixed += raw
+            fields.append((tag, bytes(prefixed)))
     if not fields:
         return b""
     out = bytearray()
     write_uvarint(out, len(fields))
-    for tag, body in fields:
+    for tag, data in fields:
         write_uvarint(out, tag)
-        write_uvarint(out, len(body))
-        out += body
+        write_uvarint(out, len(data))
+        out += data
     return bytes(out)
 
 
@@ -137,7 +127,7 @@ def transform_chunks(data: bytes, chunk_size: int, compression: bool,
     if chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
     n = len(data)
-    if n > _INT32_MAX:
+    if n > INT32_MAX:
         raise ValueError(f"Aiven's format holds segments below 2 GiB, got {n} bytes")
     mv = memoryview(data)
     if not compression:
@@ -173,6 +163,4 @@ def build_indexes(offset: bytes, timestamp: bytes, producer_snapshot: bytes, lea
     for b in blobs:
         entries.append(SegmentIndex(pos, len(b)))
         pos += len(b)
-    if transaction is None:
-        entries.append(None)
     return b"".join(bytes(b) for b in blobs), SegmentIndexes(*entries)

@@ -234,22 +234,25 @@ class BrokerServer:
         self._metrics_server: asyncio.Server | None = None
         self._conn_tasks: set = set()
         self._waiters: dict[tuple[str, int], set] = {}
-        self._versions: dict[tuple[str, int], int] = {}    # bumped by notify()
-        self._loop: asyncio.AbstractEventLoop = None       # type: ignore[assignment]  # set by start()
+        # The API handlers (testing/apis, one module per API family) read and write what follows
+        # up to the OAuth validator, so it is public: a partition's data version (bumped by
+        # notify()), the loop (set by start()), SCRAM credentials, quota clocks, telemetry.
+        self.data_versions: dict[tuple[str, int], int] = {}
+        self.loop: asyncio.AbstractEventLoop = None       # type: ignore[assignment]  # set by start(), before any handler runs
         self._tls: _ssl.SSLContext | None = None
         self._txn_reaper: asyncio.Task | None = None
-        self._scram_creds = {}
+        self.scram_credentials: dict[tuple[str, str], ScramCredential] = {}
         if config.sasl:
             for mech in config.sasl.mechanisms:
                 if mech.startswith("SCRAM-"):
                     for user, pw in config.sasl.users.items():
-                        self._scram_creds[(mech, user)] = ScramCredential.from_password(pw.get(), mech)
+                        self.scram_credentials[(mech, user)] = ScramCredential.from_password(pw.get(), mech)
         self.telemetry: dict[str, TelemetryPush] = {}
         self.remote_fetch_latency = LatencyHistogram()
         # client id -> loop time at which its fetched bytes so far fit the quota (KIP-13)
-        self._quota_clock: dict[str, float] = {}
+        self.quota_clock: dict[str, float] = {}
         self.throttled_ms_total: dict[str, int] = {}
-        self._telemetry_subscription = 1
+        self.telemetry_subscription = 1
         self.advertised = ADVERTISED
         oauth = config.sasl.oauthbearer if config.sasl else None
         self.jwt_validator = JwtValidator(oauth) if oauth is not None else None
@@ -260,7 +263,7 @@ class BrokerServer:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         # TLS is done per connection (tls_stream.py), so a refused handshake sends its alert
         self._tls = self.config.ssl.context() if self.config.ssl else None
         self._server = await asyncio.start_server(self._serve, self.config.host, self.config.port,
@@ -293,13 +296,13 @@ class BrokerServer:
     def notify(self, topic: str, partition: int) -> None:
         """New data (or a moved LSO) on a partition: wake fetches waiting on it.  Loop thread only."""
         key = (topic, partition)
-        self._versions[key] = self._versions.get(key, 0) + 1
+        self.data_versions[key] = self.data_versions.get(key, 0) + 1
         for fut in self._waiters.pop(key, ()):
             if not fut.done():
                 fut.set_result(None)
 
-    async def _wait_for_data(self, keys, timeout: float) -> None:
-        fut = self._loop.create_future()
+    async def wait_for_data(self, keys, timeout: float) -> None:
+        fut = self.loop.create_future()
         for k in keys:
             self._waiters.setdefault(k, set()).add(fut)
         try:
@@ -344,7 +347,7 @@ class BrokerServer:
                     await writer.drain()
                 # KIP-219: the answer goes out at once, then the channel is muted for the
                 # throttle time, so a client that ignores throttle_time_ms still waits.
-                pause = conn.muted_until - self._loop.time()
+                pause = conn.muted_until - self.loop.time()
                 if pause > 0:
                     await asyncio.sleep(pause)
                 if conn.close_after:
@@ -382,7 +385,7 @@ class BrokerServer:
             log.warning("closing connection from %s: %s request before SASL authentication",
                         conn.peer, m.api_name(key))
             return CLOSE
-        if conn.session_ends is not None and key != 17 and self._loop.time() > conn.session_ends:
+        if conn.session_ends is not None and key != 17 and self.loop.time() > conn.session_ends:
             # Kafka's SocketServer: a request other than a re-authentication on a connection
             # whose session has ended closes it ("expired session").
             log.info("closing connection from %s (user %s): the SASL session ended and the client did "
@@ -506,6 +509,6 @@ def _error_response(api_key: int, req, version: int, code: int):
             R.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code)
             for p in t.partitions]) for t in req.topics])
     resp_cls = m.RESPONSES[api_key]
-    if any(f.attr == "error_code" and f.in_version(version) for f in resp_cls._fields):
+    if any(f.attr == "error_code" and f.in_version(version) for f in resp_cls.FIELDS):
         return resp_cls(error_code=code)
     return None

@@ -20,7 +20,7 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from ..errors import ConfigError, KafkaTieredError
 from ..ids import random_uuid, uuid_to_str
@@ -42,7 +42,7 @@ from . import copying
 from .partition import RLMM_TOPIC, Partition
 from .rlmm import RemoteLogMetadataWriter
 from .tiering import (
-    LAYOUT_AIVEN, RemoteNotFound, RemoteSegmentMetadata, TieringConfig,
+    LAYOUT_AIVEN, RemoteNotFound, RemotePartition, RemoteSegmentMetadata, TieringConfig,
 )
 
 TOPICS_FILE = "broker-topics.json"
@@ -108,6 +108,8 @@ class BrokerStorage:
         """Append to ``__remote_log_metadata``, made on the first event (Kafka makes it when the
         broker starts with remote storage; made on demand here, a cluster that never tiers
         shows no extra topic)."""
+        if self.rlmm is None:
+            raise KafkaTieredError("no remote storage: this broker writes no __remote_log_metadata")
         with self._lock:
             if RLMM_TOPIC not in self._topics:
                 self.create_topic(RLMM_TOPIC, self.rlmm.partitions)
@@ -177,12 +179,27 @@ class BrokerStorage:
             self._save_topics()
             return info
 
-    def _part(self, topic: str, partition: int) -> Partition:
+    def partition(self, topic: str, partition: int) -> Partition:
+        """The partition's state (its replicas' logs, its tiered copies, its lock)."""
         try:
             return self._partitions[(topic, partition)]
         except KeyError:
             raise StorageError("UNKNOWN_TOPIC_OR_PARTITION", "no such partition",
                                topic=topic, partition=partition) from None
+
+    def ensure_partition(self, topic: str, partition: int) -> Partition:
+        """The partition, made first when its topic does not exist or has fewer partitions."""
+        with self._lock:
+            info = self._topics.get(topic)
+            if info is None:
+                self.create_topic(topic, partition + 1)
+            elif partition >= info.partitions:
+                grown = replace(info, partitions=partition + 1)
+                self._topics[topic] = grown
+                for p in range(info.partitions, partition + 1):
+                    self._open_partition(grown, p)
+                self._save_topics()
+            return self.partition(topic, partition)
 
     def import_log_dir(self, topic: str, partition: int, path: str) -> PartitionOffsets:
         """Adopt Kafka segment files (``*.log`` with their ``.txnindex``) as the partition's log
@@ -203,8 +220,9 @@ class BrokerStorage:
             with part.lock:
                 if part.remote is not None:
                     part.remote.delete(part.remote.segments)
-                    self.rlmm.partition_deleted(name, info.topic_id, part.partition,
-                                                part.log.epochs.latest, part.log.log_end_offset)
+                    if self.rlmm is not None:       # there is one wherever there is remote storage
+                        self.rlmm.partition_deleted(name, info.topic_id, part.partition,
+                                                    part.log.epochs.latest, part.log.log_end_offset)
                 shutil.rmtree(part.dir, ignore_errors=True)
         return info
 
@@ -213,7 +231,7 @@ class BrokerStorage:
         """Append a Produce request's record batches.  Raises :class:`StorageError`
         (CORRUPT_MESSAGE, UNSUPPORTED_FOR_MESSAGE_FORMAT, INVALID_RECORD,
         OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION)."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             (base, last, lat), written = part.log.append_leader(records)
             part.replicate(written)
@@ -222,7 +240,7 @@ class BrokerStorage:
     def write_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                          commit: bool, coordinator_epoch: int) -> int:
         """Write a COMMIT or ABORT marker (what EndTxn's WriteTxnMarkers does); returns its offset."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             offset, batch = part.log.write_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch)
             part.replicate(batch)
@@ -231,7 +249,7 @@ class BrokerStorage:
     def roll(self, topic: str, partition: int, replica: int | None = None) -> None:
         """Close the active segment now (if it holds data), so tier() may copy it: the leader's,
         or that of ``replica`` (replicas roll at offsets of their own)."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             (part.log if replica is None else part.replicas[replica]).roll()
 
@@ -239,7 +257,7 @@ class BrokerStorage:
         """Kafka's DeleteRecords: advance the log start offset to ``before_offset`` (at most the
         high watermark) and drop the whole segments, local and tiered, that lie below it.
         Returns the new log start offset; reads below it get OFFSET_OUT_OF_RANGE."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             o = part.offsets()
             if not 0 <= before_offset <= o.high_watermark:
@@ -257,14 +275,14 @@ class BrokerStorage:
     def bump_leader_epoch(self, topic: str, partition: int) -> int:
         """A leadership change back to the same replica: a new leader epoch from the log end
         offset on, which every batch written afterwards carries.  Returns the new epoch."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             return part.move_leader(part.leader)
 
     def add_replica(self, topic: str, partition: int, *, segment_bytes: int | None = None) -> int:
         """Another replica of the partition, in sync, rolling its segments at ``segment_bytes``
         (default: the broker's) rather than where the leader rolls; returns its number."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             return part.add_replica(segment_bytes or self.segment_bytes)
 
@@ -272,23 +290,23 @@ class BrokerStorage:
         """A clean leadership change to ``replica`` with a new leader epoch; from then on its log
         is read and tiered: its copies start at its own segment holding the highest copied
         offset + 1 (RemoteLogManager.copyLogSegmentsToRemote).  Returns the new epoch."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             return part.move_leader(replica)
 
     def leader(self, topic: str, partition: int) -> int:
         """The replica leading the partition."""
-        return self._part(topic, partition).leader
+        return self.partition(topic, partition).leader
 
     def leader_epoch(self, topic: str, partition: int) -> int:
-        return self._part(topic, partition).epoch
+        return self.partition(topic, partition).epoch
 
     def epoch_for_offset(self, topic: str, partition: int, offset: int) -> int:
-        return self._part(topic, partition).log.epochs.epoch_for(offset)
+        return self.partition(topic, partition).log.epochs.epoch_for(offset)
 
     def end_offset_for_epoch(self, topic: str, partition: int, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: the largest epoch <= ``epoch`` and where it ends."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             return part.log.epochs.end_offset_for(epoch, part.log.log_end_offset)
 
@@ -300,7 +318,7 @@ class BrokerStorage:
         broker's own cache does not learn it: it stands for an upload by a replica whose epochs
         are off the leader-epoch lineage (an unclean leader's re-upload).  With ``live=True``
         the broker serves from it where Kafka's RemoteLogMetadataCache would."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         if part.remote is None:
             raise ConfigError("upload_segment_copy needs remote_storage", option="remote_storage")
         with part.lock:
@@ -316,18 +334,18 @@ class BrokerStorage:
 
     def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
         """Producer id -> first offset of each open transaction."""
-        return self._part(topic, partition).log.open_transactions()
+        return self.partition(topic, partition).log.open_transactions()
 
     # ---------------------------------------------------------------------------- reads
     def offsets(self, topic: str, partition: int) -> PartitionOffsets:
-        return self._part(topic, partition).offsets()
+        return self.partition(topic, partition).offsets()
 
     def read(self, topic: str, partition: int, offset: int, max_bytes: int,
              isolation_level: int = 0, *, client_id: str | None = None) -> FetchResult:
         """Whole batches from ``offset`` (at least one, then as many as fit ``max_bytes``),
         bounded by the HW (read_uncommitted) or the LSO (read_committed).  Offsets that only
         remote storage holds are fetched from it, as Kafka's RemoteLogManager does."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         committed = isolation_level == READ_COMMITTED
         with part.lock:
             o = part.offsets()
@@ -364,7 +382,7 @@ class BrokerStorage:
                 self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
                 aborted = None
                 if committed:
-                    aborted = self._aborted(part, offset, r.next_offset, r.segment)
+                    aborted = self._aborted(part, part.remote, offset, r.next_offset, r.segment)
                 return answer(r.records, aborted, remote=True)
             if offset < o.local_log_start_offset:
                 return answer(error="OFFSET_OUT_OF_RANGE",
@@ -377,17 +395,17 @@ class BrokerStorage:
                 aborted = [(a.producer_id, a.first_offset) for a in got]
             return answer(lr.records, aborted)
 
-    def _aborted(self, part: Partition, offset: int, upper: int,
+    def _aborted(self, part: Partition, remote: RemotePartition, offset: int, upper: int,
                  start_meta: RemoteSegmentMetadata) -> list[tuple[int, int]]:
         """Aborted transactions overlapping [offset, upper) from the txn indexes of the remote
         segment holding ``offset``, the copies serving later offsets, then local segments
         (Kafka's RemoteLogManager.collectAbortedTransactions)."""
-        got, complete = part.remote.aborted(offset, upper, start_meta)
+        got, complete = remote.aborted(offset, upper, start_meta)
         if not complete:
             # local segments that overlap remote ones would repeat entries: skip those
             local_from = 0
             segs = part.log.segments
-            highest = part.remote.highest_offset
+            highest = remote.highest_offset
             while local_from < len(segs) and segs[local_from].base_offset <= highest:
                 local_from += 1
             more, _ = part.log.aborted_local(offset, upper, local_from)
@@ -398,7 +416,7 @@ class BrokerStorage:
                isolation_level: int = 0, *, client_id: str | None = None) -> LocationAnswer | None:
         """KIP-1248: the remote segment and byte range holding ``offset``, or None when the
         offset is not served only from remote storage (then answer with an ordinary fetch)."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             o = part.offsets()
             if part.remote is None or not part.remote.copies:
@@ -412,7 +430,7 @@ class BrokerStorage:
             h = part.remote.hint(meta, offset, max_bytes)
             aborted = None
             if isolation_level == READ_COMMITTED:
-                aborted = self._aborted(part, offset, h.next_offset, meta)
+                aborted = self._aborted(part, part.remote, offset, h.next_offset, meta)
             url = part.remote.presign(meta)
             self.metrics.add("location_grants_total", client_id, topic)
             self.metrics.add("location_granted_bytes_total", client_id, topic, h.end - h.start)
@@ -426,13 +444,13 @@ class BrokerStorage:
                 presigned_url=url)
 
     def remote_segments(self, topic: str, partition: int) -> list[RemoteSegmentMetadata]:
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         return list(part.remote.segments) if part.remote else []
 
     def list_offsets(self, topic: str, partition: int, timestamp: int,
                      isolation_level: int = 0) -> tuple[int, int]:
         """(offset, timestamp) for a ListOffsets query; (-1, -1) when there is no answer."""
-        part = self._part(topic, partition)
+        part = self.partition(topic, partition)
         with part.lock:
             o = part.offsets()
             if timestamp == LATEST:
@@ -491,7 +509,8 @@ class BrokerStorage:
             return -1, NO_TIMESTAMP
         ts, (kind, where) = best
         if kind == "remote":
-            hit = part.remote.offset_for_time(ts, part.log_start_offset)
+            remote = part.remote      # a remote best means there is one
+            hit = remote.offset_for_time(ts, part.log_start_offset) if remote is not None else None
             data = hit[2] if hit else None
         else:
             h = next((h for h in where.headers_from(0) if h.max_timestamp == ts), None)

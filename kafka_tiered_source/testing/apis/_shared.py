@@ -18,7 +18,7 @@ def nested(cls, name):
     todo = [cls]
     while todo:
         c = todo.pop()
-        for f in c._fields:
+        for f in c.FIELDS:
             sc = f.struct_class
             if sc is None:
                 continue

@@ -34,18 +34,18 @@ async def fetch(broker, conn, hdr, req, v):
         else:
             resolved.append((t, t.topic, 0))
     keys = [(name, p.partition) for t, name, _ in resolved if name for p in t.partitions]
-    deadline = broker._loop.time() + max(req.max_wait_ms, 0) / 1000
+    deadline = broker.loop.time() + max(req.max_wait_ms, 0) / 1000
     while True:
-        seen = [broker._versions.get(k, 0) for k in keys]
+        seen = [broker.data_versions.get(k, 0) for k in keys]
         resp, total, errors = await _fetch_once(broker, hdr, req, v, resolved, direct)
-        remaining = deadline - broker._loop.time()
+        remaining = deadline - broker.loop.time()
         if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or not keys:
             records = sum(len(p.records or b"") for t in resp.responses for p in t.partitions)
             resp.throttle_time_ms = _throttle(broker, conn, hdr.client_id, records)
             return resp
-        if seen != [broker._versions.get(k, 0) for k in keys]:
+        if seen != [broker.data_versions.get(k, 0) for k in keys]:
             continue        # data arrived while we read: look again rather than miss the wake-up
-        await broker._wait_for_data(keys, remaining)
+        await broker.wait_for_data(keys, remaining)
 
 
 class LatencyHistogram:
@@ -129,10 +129,10 @@ def _throttle(broker, conn, client_id: str | None, nbytes: int) -> int:
     rate = broker.config.consumer_byte_rate
     if not rate or nbytes <= 0:
         return 0
-    now = broker._loop.time()
+    now = broker.loop.time()
     key = client_id or ""
-    clock = max(broker._quota_clock.get(key, now), now) + nbytes / rate
-    broker._quota_clock[key] = clock
+    clock = max(broker.quota_clock.get(key, now), now) + nbytes / rate
+    broker.quota_clock[key] = clock
     delay = clock - now
     # Kafka allows a quota window's worth of burst before throttling (1 s samples here).
     if delay <= 1.0:

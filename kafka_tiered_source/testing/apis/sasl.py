@@ -72,7 +72,7 @@ async def _sasl_step(broker, conn, token: bytes):
         return _done(broker, conn, valid.principal, valid.expires_at_ms), b""
     if conn.scram is None:
         mech = conn.mechanism
-        conn.scram = ScramServer(mech, lambda u: broker._scram_creds.get((mech, u)))
+        conn.scram = ScramServer(mech, lambda u: broker.scram_credentials.get((mech, u)))
         return None, conn.scram.first(token)
     out = conn.scram.final(token)
     return _done(broker, conn, conn.scram.username, None), out
@@ -102,7 +102,7 @@ def _done(broker, conn, principal: str, credential_expires_ms: int | None) -> in
     if credential_expires_ms is not None and max_reauth > 0:
         lifetime = min(lifetime, max_reauth)
     lifetime = max(0, lifetime)
-    conn.session_ends = broker._loop.time() + lifetime / 1000
+    conn.session_ends = broker.loop.time() + lifetime / 1000
     return lifetime
 
 

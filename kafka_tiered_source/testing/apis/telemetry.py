@@ -28,7 +28,7 @@ async def get_telemetry_subscriptions(broker, conn, hdr, req, v):
     cid = req.client_instance_id if req.client_instance_id != ZERO_UUID else random_uuid()
     return m.GetTelemetrySubscriptionsResponse(
         throttle_time_ms=0, error_code=0, client_instance_id=cid,
-        subscription_id=broker._telemetry_subscription, accepted_compression_types=[0],
+        subscription_id=broker.telemetry_subscription, accepted_compression_types=[0],
         push_interval_ms=broker.config.telemetry_push_interval_ms, telemetry_max_bytes=1 << 20,
         # cumulative values: the latest push alone then tells the totals
         delta_temporality=False, requested_metrics=list(broker.config.telemetry_metrics))
@@ -38,7 +38,7 @@ async def push_telemetry(broker, conn, hdr, req, v):
     R = m.PushTelemetryResponse
     if req.client_instance_id == ZERO_UUID:
         return R(throttle_time_ms=0, error_code=err("INVALID_REQUEST"))
-    if req.subscription_id != broker._telemetry_subscription:
+    if req.subscription_id != broker.telemetry_subscription:
         return R(throttle_time_ms=0, error_code=err("UNKNOWN_SUBSCRIPTION_ID"))
     if req.compression_type != 0:
         return R(throttle_time_ms=0, error_code=err("UNSUPPORTED_COMPRESSION_TYPE"))
