@@ -33,7 +33,8 @@ spark35: install
 pyspark-venvs: install
 	$(BIN)/python tests/pyspark_venvs.py
 
-# Ruff first (seconds; a finding fails the run), then the whole suite with the native decoder,
+# Lint and types first (ruff, then mypy: seconds; a finding fails the run, both configured in
+# pyproject.toml), then the whole suite with the native decoder,
 # then the tests marked `decoder` again with the pure-Python reference decoder
 # (KAFKA_TIERED_NO_EXTENSIONS=1), as aiokafka does.  Marked are the tests that exercise decoding
 # (fixtures, codecs, corrupt input, transactions, lz4, batches cut by parts or offsets, the
@@ -41,6 +42,7 @@ pyspark-venvs: install
 # decodes through Spark, storage, fallback or cost plumbing runs in the native pass only.
 test: install spark35 pyspark-venvs
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	KAFKA_TIERED_NO_EXTENSIONS=1 $(BIN)/python -m pytest -m "decoder"
 

@@ -8,6 +8,8 @@ The data path: options → planning (where each offset range lives) → storage
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     BrokerError,
     BudgetExceededError,
@@ -23,6 +25,18 @@ from .errors import (
     UnsupportedSparkError,
 )
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .cost import CostModel, CostReport
+    from .metrics.reader import ReadHistory, ReadTotals
+    from .planning.estimate import Estimate
+
+#: A classic ``pyspark.sql.SparkSession`` or a Spark Connect one (two unrelated classes), and
+#: their DataFrames likewise: the entry points take and give either.
+_SparkSession = Any
+_DataFrame = Any
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -35,7 +49,7 @@ __all__ = [
 ]
 
 
-def decode(data, **kwargs):
+def decode(data: Any, **kwargs: Any) -> pa.Table:
     """Decode consecutive v2 record batches into a ``pyarrow.Table`` (see :mod:`.records`)."""
     from .records import decode as _decode
     return _decode(data, **kwargs)
@@ -47,7 +61,7 @@ def decoder_backend() -> str:
     return _backend()
 
 
-def register(spark, metrics_dir: str | None = None) -> None:
+def register(spark: _SparkSession, metrics_dir: str | None = None) -> None:
     """Register the ``kafka-tiered`` format with a ``SparkSession``, classic or Spark Connect
     (Spark also registers it by itself when the package is installed, through the top-level
     ``pyspark_kafka_tiered``).  Spark 4.0+; on Spark 3.4/3.5 use :func:`read`.
@@ -63,7 +77,7 @@ def register(spark, metrics_dir: str | None = None) -> None:
     install(spark, metrics_dir)
 
 
-def read(spark, options: dict | None = None, **kw):
+def read(spark: _SparkSession, options: dict | None = None, **kw: Any) -> _DataFrame:
     """The ``kafka-tiered`` read as a plain DataFrame, without the format: Spark 3.4+ (including
     3.5, which has no Python data source API), classic or Connect.  Same options and schema as
     ``spark.read.format("kafka-tiered")``; planned now, in this process, and run as
@@ -78,7 +92,8 @@ def read(spark, options: dict | None = None, **kw):
     return _read(spark, options, **kw)
 
 
-def scan(options: dict | None = None, *, where=None, time_zone: str = "UTC", **kw):
+def scan(options: dict | None = None, *, where: Any = None, time_zone: str = "UTC",
+         **kw: Any) -> pa.RecordBatchReader:
     """The ``kafka-tiered`` read without Spark: a ``pyarrow.RecordBatchReader`` in Spark's Kafka
     schema (Arrow types), planned now with the same options, planner, budget check and storage
     check as ``spark.read.format("kafka-tiered")``, read as it is taken by ``scan.workers``
@@ -95,7 +110,7 @@ def scan(options: dict | None = None, *, where=None, time_zone: str = "UTC", **k
     return _scan(options, where=where, time_zone=time_zone, **kw)
 
 
-def last_read_stats(spark=None, metrics_dir: str | None = None):
+def last_read_stats(spark: _SparkSession | None = None, metrics_dir: str | None = None) -> ReadTotals | None:
     """The totals (:class:`~kafka_tiered_source.metrics.reader.ReadTotals`) of the latest
     ``kafka-tiered`` read of this session (after :func:`register`, or by :func:`read`); None
     before any.  ``metrics_dir``: the latest read recorded under that directory instead (a
@@ -108,7 +123,7 @@ def last_read_stats(spark=None, metrics_dir: str | None = None):
     return _last(spark, metrics_dir)
 
 
-def read_history(spark=None, metrics_dir: str | None = None):
+def read_history(spark: _SparkSession | None = None, metrics_dir: str | None = None) -> ReadHistory:
     """Every read's totals in this session, by read id (oldest first); without a session,
     every :func:`scan` of this process."""
     if spark is None and metrics_dir is None:
@@ -118,14 +133,15 @@ def read_history(spark=None, metrics_dir: str | None = None):
     return _history(spark, metrics_dir)
 
 
-def cost_report(stats, model=None, **rates):
+def cost_report(stats: Any, model: CostModel | None = None, **rates: Any) -> CostReport:
     """Bytes, GETs, dollars, bytes per GET, error rate and the broker-path comparison per
     client id and topic of a finished read (see :func:`kafka_tiered_source.cost.cost_report`)."""
     from .cost import cost_report as _report
     return _report(stats, model, **rates)
 
 
-def estimate(spark=None, options=None, *, where=None, check: bool = True, **kw):
+def estimate(spark: _SparkSession | None = None, options: dict | None = None, *, where: Any = None,
+             check: bool = True, **kw: Any) -> Estimate:
     """Plan a read without reading data: GETs, bytes, dollars, partitions (see
     :func:`kafka_tiered_source.planning.estimate.estimate`).  ``where``: the filters the read
     will push down (``"timestamp >= '2026-10-01' AND partition = 1"``, ...), so only what that
@@ -136,7 +152,7 @@ def estimate(spark=None, options=None, *, where=None, check: bool = True, **kw):
     return _estimate(spark, options, where=where, check=check, **kw)
 
 
-def describe_read(spark, options):
+def describe_read(spark: _SparkSession, options: dict) -> str:
     """Plan a read on the driver and set it as the Spark job description of the jobs this
     thread submits next (``kafka-tiered: orders, 32 tiered ranges, 9.5 MB, 8 tasks``); returns
     the text (see :mod:`kafka_tiered_source.spark.jobs`)."""

@@ -86,15 +86,16 @@ class _Collector:
             fam.add_metric([str(t) for t in tags] + ["quota"], s.quota_throttled_s)
             fam.add_metric([str(t) for t in tags] + ["broker"], s.broker_throttled_s)
         yield fam
-        fam = HistogramMetricFamily(_prom(LATENCY[0]) + "_seconds", LATENCY[2], labels=labels)
+        hist = HistogramMetricFamily(_prom(LATENCY[0]) + "_seconds", LATENCY[2], labels=labels)
         for tags, s in items:
             h = s.remote_latency
-            cumulative, buckets = 0, []
+            cumulative = 0
+            buckets: list[tuple[str, float]] = []
             for bound, c in zip(list(LATENCY_BOUNDS_S) + [float("inf")], h.counts, strict=True):
                 cumulative += c
                 buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), cumulative))
-            fam.add_metric([str(t) for t in tags], buckets, h.sum)
-        yield fam
+            hist.add_metric([str(t) for t in tags], buckets, h.sum)
+        yield hist
 
 
 def prometheus_text(totals) -> str:

@@ -25,6 +25,7 @@ def _dump_setup(p: argparse.ArgumentParser):
 
 
 def _dump(args) -> int:
+    data: mmap.mmap | bytes
     with open(args.file, "rb") as f:
         try:
             # mapped, not read: segments are up to a GiB; the map is unmapped when collected
@@ -84,7 +85,7 @@ def dump(buf, name: str, *, records: bool = False, as_json: bool = False,
                     from ..records.decoder import batch_records
                     body, origin, dec = batch_records(buf, h, pos, h.size, 0, 1 << 20)
                     ctype = control_type(body, h, origin, dec)
-                    info["controlType"] = {0: "ABORT", 1: "COMMIT"}.get(ctype, ctype)
+                    info["controlType"] = None if ctype is None else {0: "ABORT", 1: "COMMIT"}.get(ctype, ctype)
                 else:
                     table = decode_batches(buf[pos:h.end], position=pos,
                                            verify_crc=False).table()

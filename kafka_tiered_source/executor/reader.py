@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, RemoteStorageError,
                       SegmentDecryptionError)
 from .prefetch import PrefetchClosed, RangePrefetcher
+
+if TYPE_CHECKING:
+    from ..protocol.client import BrokerClient
+    from ..storage.fetcher import RemoteStorageFetcher
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +51,8 @@ class TaskReader:
                                     ReaderQuota.for_task(options.quota, tasks_planned))
         metrics.tasks_planned = tasks_planned
         self.metrics = metrics
-        self._fetcher = None
-        self._client = None
+        self._fetcher: RemoteStorageFetcher | None = None
+        self._client: BrokerClient | None = None
         self._prefetchers: set = set()   # of reads under way: close() stops their GETs
         self._reading = 0                # reads under way
         self._stopped = False            # close() was called while a read was under way
@@ -65,7 +69,7 @@ class TaskReader:
 
     # -- lazily built parts --------------------------------------------------------------------
     @property
-    def fetcher(self):
+    def fetcher(self) -> RemoteStorageFetcher:
         if self._fetcher is None:
             from ..storage.registry import create_fetcher
             config = self.options.storage
@@ -81,7 +85,7 @@ class TaskReader:
         return self._fetcher
 
     @property
-    def client(self):
+    def client(self) -> BrokerClient:
         if self._client is None:
             if self.options.offline:
                 raise KafkaTieredError("this read has no kafka.bootstrap.servers, so nothing can be "

@@ -194,6 +194,13 @@ class ClientConfig:
     def uses_ssl(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
 
+    def sasl_credentials(self) -> tuple[str, str]:
+        """``(username, password)`` of PLAIN and SCRAM (checked present with SASL at creation)."""
+        if not self.sasl_username or self.sasl_password is None:
+            raise ConfigError("SASL needs a username and password (sasl.jaas.config or "
+                              "sasl.username/sasl.password)", option="sasl.jaas.config")
+        return self.sasl_username, self.sasl_password.get()
+
     @classmethod
     def from_properties(cls, props: dict) -> "ClientConfig":
         """Kafka client properties (``bootstrap.servers``, ``security.protocol``, ...), with or

@@ -76,7 +76,7 @@ def resolve_bound(bound, keys: Sequence[Key], earliest: dict, latest: dict, *, s
 
 
 def resolve_bounds(options, keys: Sequence[Key], earliest: dict, latest: dict, *,
-                   offsets_for_times: OffsetsForTimes) -> dict:
+                   offsets_for_times: OffsetsForTimes) -> dict[Key, tuple[int, int]]:
     """``{(topic, partition): (start, end)}`` from the options' starting and ending bounds."""
     start = resolve_bound(options.starting_offsets, keys, earliest, latest, starting=True,
                           offsets_for_times=offsets_for_times)

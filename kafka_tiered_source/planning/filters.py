@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import operator
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from functools import reduce
+from typing import Any, Callable, Iterable, Sequence, Union
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,14 @@ _STRING = ("startswith", "endswith", "contains")
 OPS = _COMPARE + ("in",) + _STRING + ("true", "false")
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "true": "false", "false": "true"}
 _SQL = {"in": "IN", "startswith": "LIKE", "endswith": "LIKE", "contains": "LIKE"}
+# a comparison applies to the values of one column, all ints or all strs
+_COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+#: A predicate's literal: an int (``timestamp``: microseconds), a str (``topic``), a tuple of
+#: them for ``in``, None for ``true``/``false``.
+Scalar = Union[int, str]
+Value = Union[Scalar, tuple[Scalar, ...], None]
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,7 @@ class Predicate:
     since the epoch), a str (``topic``), a tuple of them for ``in``, None for ``true``/``false``."""
     column: str
     op: str
-    value: object = None
+    value: Value = None
     negated: bool = False
 
     def __post_init__(self):
@@ -72,31 +82,33 @@ class Predicate:
             return Predicate(self.column, _NEGATE[self.op], self.value)
         return self
 
-    def test(self, v) -> bool:
+    def values(self) -> tuple[Scalar, ...]:
+        """The literals: those of ``in``, else the one value (none for ``true``/``false``)."""
+        x = self.value
+        if isinstance(x, tuple):
+            return x
+        return () if x is None else (x,)
+
+    def ints(self) -> tuple[int, ...]:
+        """:meth:`values` of a predicate on an integer column."""
+        out = tuple(x for x in self.values() if isinstance(x, int))
+        if len(out) != len(self.values()):
+            raise TypeError(f"{self}: {self.column} takes integer literals")
+        return out
+
+    def test(self, v: Scalar) -> bool:
         """The predicate on one value (a topic name, a partition number)."""
         op, x = self.op, self.value
-        if op == "true":
-            hit = True
-        elif op == "false":
-            hit = False
+        if op in ("true", "false"):
+            hit = op == "true"
         elif op == "in":
-            hit = v in x
-        elif op == "=":
-            hit = v == x
-        elif op == "<":
-            hit = v < x
-        elif op == "<=":
-            hit = v <= x
-        elif op == ">":
-            hit = v > x
-        elif op == ">=":
-            hit = v >= x
-        elif op == "startswith":
-            hit = v.startswith(x)
-        elif op == "endswith":
-            hit = v.endswith(x)
+            hit = v in self.values()
+        elif op in _COMPARISONS:
+            hit = _COMPARISONS[op](v, x)
         else:
-            hit = x in v
+            if not isinstance(v, str) or not isinstance(x, str):
+                raise TypeError(f"{self}: {op} applies to strings")
+            hit = {"startswith": v.startswith, "endswith": v.endswith, "contains": v.__contains__}[op](x)
         return hit != self.negated
 
     def mask(self, column):
@@ -111,7 +123,7 @@ class Predicate:
         if op in ("true", "false"):
             m = pa.array([op == "true"] * len(column), pa.bool_())
         elif op == "in":
-            m = pc.is_in(column, value_set=pa.array(list(x), column.type))
+            m = pc.is_in(column, value_set=pa.array(list(self.values()), column.type))
         elif op in _COMPARE:
             fn = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
                   ">=": pc.greater_equal}[op]
@@ -130,7 +142,7 @@ class Predicate:
             text = f"{self.column} IS {'NOT ' if op == 'true' else ''}NULL"
             return f"NOT ({text})" if self.negated else text
         if op == "in":
-            text = f"{self.column} IN ({', '.join(_literal(self.column, v) for v in x)})"
+            text = f"{self.column} IN ({', '.join(_literal(self.column, v) for v in self.values())})"
         elif op in _STRING:
             pattern = {"startswith": "{}%", "endswith": "%{}", "contains": "%{}%"}[op].format(x)
             text = f"{self.column} LIKE {_literal('topic', pattern)}"
@@ -205,24 +217,25 @@ class RowFilter:
         unbounded.  Negated ``=`` and ``IN`` bound nothing (they are applied row by row)."""
         lo = hi = None
         for p in self.on(column):
-            if p.negated or p.op in ("true", "false"):
+            if p.negated or p.op not in _COMPARE + ("in",):
                 continue
+            xs = p.ints()
+            a: int | None
+            b: int | None
             if p.op == "in":
-                if not p.value:
+                if not xs:
                     return 0, 0
-                a, b = min(p.value), max(p.value) + 1
+                a, b = min(xs), max(xs) + 1
             elif p.op == "=":
-                a, b = p.value, p.value + 1
+                a, b = xs[0], xs[0] + 1
             elif p.op == ">=":
-                a, b = p.value, None
+                a, b = xs[0], None
             elif p.op == ">":
-                a, b = p.value + 1, None
+                a, b = xs[0] + 1, None
             elif p.op == "<":
-                a, b = None, p.value
-            elif p.op == "<=":
-                a, b = None, p.value + 1
+                a, b = None, xs[0]
             else:
-                continue
+                a, b = None, xs[0] + 1          # <=
             if a is not None:
                 lo = a if lo is None else max(lo, a)
             if b is not None:
@@ -244,10 +257,8 @@ class RowFilter:
         if not self.predicates or batch.num_rows == 0:
             return batch
         import pyarrow.compute as pc
-        mask = None
-        for p in self.predicates:
-            m = p.mask(batch.column(batch.schema.get_field_index(p.column)))
-            mask = m if mask is None else pc.and_kleene(mask, m)
+        mask = reduce(pc.and_kleene, [p.mask(batch.column(batch.schema.get_field_index(p.column)))
+                                      for p in self.predicates])
         if mask.false_count == 0 and mask.null_count == 0:
             return batch
         return batch.filter(mask)
@@ -384,7 +395,7 @@ def skip_segments(pieces: list, row_filter: RowFilter | None, *, read_committed:
     ts_ms = row_filter.timestamp_from_ms() if row_filter else None
     if ts_ms is None or not pieces:
         return pieces
-    out = []
+    out: list = []
     for p in pieces:
         top = getattr(p.segment, "max_timestamp", None) if isinstance(p, SegmentSlice) else None
         if top is not None and -1 <= top < ts_ms and not (read_committed and out):

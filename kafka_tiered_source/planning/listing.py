@@ -53,6 +53,7 @@ from .coverage import serving
 from .lineage import ask_lineages, epochs_in_range, parse_checkpoint
 from .locate import Located
 from .packing import SegmentSlice, index_checkpoints
+from .tasks import BrokerRange
 from .plan import PartitionRange
 from .remote_log_state import FINISHED, CopyMeta, PartitionState
 from .tiered import located_spans
@@ -95,7 +96,7 @@ class StoreListing:
         self.options = options
         self.fetcher = fetcher
         self.config = options.storage
-        self._indexes: dict[str, bytes | None] = {}   # segment id -> offset index
+        self._indexes: dict[str, bytes] = {}   # segment id -> offset index (b"": none)
         self._partitions: dict = {}                   # (topic, partition) -> TieredPartition
         self._aborted: dict = {}                      # (topic, partition) -> [AbortedTxn]
 
@@ -317,14 +318,15 @@ class StoreListing:
 
     def locate(self, pr: PartitionRange) -> Located:
         tp = self._partitions[(pr.topic, pr.partition)]
-        pieces = []
+        pieces: list[SegmentSlice | BrokerRange] = []
         for seg in tp.segments:
             first, end = max(pr.start, seg.base_offset), min(pr.end, seg.end_offset + 1)
             if first < end:
                 pieces.append(SegmentSlice(seg, first, end, self._checkpoints(seg, first)))
         entries = self._aborted.get((pr.topic, pr.partition), ())
         located = Located(pieces, lambda topic, p, first, end, _: aborted_in(entries, first, end))
-        located.coverage = tuple((p.offset_start, p.offset_end, p.segment) for p in pieces)
+        located.coverage = tuple((p.offset_start, p.offset_end, p.segment) for p in pieces
+                                 if isinstance(p, SegmentSlice))
         return located
 
 

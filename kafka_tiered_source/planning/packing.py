@@ -77,7 +77,8 @@ class _SegmentIndex:
         seg = piece.segment
         if seg.size_bytes is None or seg.size_bytes <= 0:
             raise PlanningError(f"{where}: segment {seg.segment_id} has no size_bytes")
-        offsets, positions = [], []
+        offsets: list[int] = []
+        positions: list[int] = []
         for offset, position in piece.checkpoints:
             if not seg.base_offset <= offset <= seg.end_offset:
                 raise PlanningError(f"{where}: checkpoint offset {offset} outside segment "
@@ -171,6 +172,9 @@ def _split_by_records(r: Range, limit: int, index: _SegmentIndex | None) -> list
     parts = -(-span // limit)
     bounds = [r.offset_start + span * i // parts for i in range(parts + 1)]
     if isinstance(r, RemoteRange):
+        if index is None:      # pragma: no cover - a remote range is cut from an indexed slice
+            raise PlanningError(f"{r.segment.topic}-{r.segment.partition}: remote range [{r.offset_start}, {r.offset_end}) "
+                                f"has no segment index to split it by")
         return [index.range(bounds[i], bounds[i + 1]) for i in range(parts)]
     total, whole = r.estimated_bytes, span
     return [_broker_part(r, bounds[i], bounds[i + 1], total, whole) for i in range(parts)]
@@ -359,7 +363,8 @@ def plan_read_tasks(work: Sequence[PartitionWork], *, target_bytes: int,
         # when bytes cannot be cut, until there are enough or nothing can be cut.
         # Each task carries its position as a path: halves of (3,) become (3, 0) and (3, 1), so
         # sorting the paths restores the planner's order (and keys the heap uniquely).
-        heap = [(-_bytes(t), -_records(t), (i,), t) for i, t in enumerate(tasks)]
+        heap: list[tuple[int, int, tuple[int, ...], list[Range]]] = [
+            (-_bytes(t), -_records(t), (i,), t) for i, t in enumerate(tasks)]
         heapq.heapify(heap)
         done: list[tuple[tuple, list[Range]]] = []
         while heap and len(heap) + len(done) < min_partitions:

@@ -157,8 +157,8 @@ def preflight(planned, options, fetcher=None, observer=None) -> list:
                 log.warning("remote storage check before the read hit %s; going on, the readers fall "
                             "back per range (fetch.remote.fallback=%s)", exc, options.fetch_remote_fallback)
                 return tasks
-        exc = missing[-1]
-        raise _fail(exc, f"not found, nor any of the {len(missing)} planned segments tried (a wrong "
+        last = missing[-1]
+        raise _fail(last, f"not found, nor any of the {len(missing)} planned segments tried (a wrong "
                          f"remote.storage.prefix or layout?)") from None
 
 

@@ -82,6 +82,8 @@ class _Tokens:
                 raise ConfigError(f"where: cannot read {text[pos:pos + 20].strip()!r} at "
                                   f"character {pos}", option="where")
             kind = m.lastgroup
+            if kind is None:     # every alternative of _TOKEN is a named group
+                raise ConfigError(f"where: cannot read character {pos}", option="where")
             self.items.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
         self.i = 0

@@ -59,14 +59,14 @@ class BrokerConnection:
         self.config = config
         self.address = f"{host}:{port}"
         self._lock = threading.Lock()
-        self._sock = None
+        self._sock: socket.socket | None = None
         self._next_cid = random.randrange(1 << 20)
         self.api_versions: dict = {}
         self.features: dict = {}   # ApiVersions' SupportedFeatures: name -> (min, max)
         self._last_used = 0.0
         self._muted_until = 0.0    # monotonic time before which nothing is sent (broker throttle)
         self.throttled_s = 0.0     # time spent waiting out broker throttles
-        self._reauth_at = None     # monotonic time to re-authenticate at (KIP-368), if the session ends
+        self._reauth_at: float | None = None   # monotonic time to re-authenticate at (KIP-368), if the session ends
         self.reauthentications = 0
         # Stores are read now, so a wrong password or a missing file fails the client's creation
         # (the planner's) rather than a task's connection; the context is shared per process.
@@ -149,6 +149,8 @@ class BrokerConnection:
 
         try:
             if mech == "OAUTHBEARER":
+                if self._tokens is None or cfg.oauth is None:   # ClientConfig requires both
+                    raise SaslError("SASL/OAUTHBEARER without a token endpoint")
                 token = self._tokens.token()
                 challenge = step(oauthbearer_initial_response(token.value, cfg.oauth.extensions))
                 if challenge:
@@ -157,9 +159,9 @@ class BrokerConnection:
                     step(b"\x01")
                     raise SaslError(f"the broker refused the OAUTHBEARER token of {token.principal!r}")
             elif mech == "PLAIN":
-                step(plain_initial_response(cfg.sasl_username, cfg.sasl_password.get()))
+                step(plain_initial_response(*cfg.sasl_credentials()))
             else:
-                scram = ScramClient(mech, cfg.sasl_username, cfg.sasl_password.get())
+                scram = ScramClient(mech, *cfg.sasl_credentials())
                 server_first = step(scram.first())
                 server_final = step(scram.final(server_first))
                 scram.verify(server_final)

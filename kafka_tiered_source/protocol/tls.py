@@ -123,10 +123,10 @@ def server_context(keystore: StoreOptions, truststore: StoreOptions | None, clie
                           option="ssl.client.auth")
     if client_auth != "none":
         trusted = read_truststore(truststore) if truststore is not None else None
-        if trusted is None:
+        if trusted is None or truststore is None:
             raise ConfigError("ssl.client.auth needs a truststore (ssl.truststore.*) to check client "
                               "certificates against", option="ssl.client.auth")
-        trust(ctx, trusted, truststore)    # type: ignore[arg-type]  # not None: it gave certificates
+        trust(ctx, trusted, truststore)
         ctx.verify_mode = ssl.CERT_REQUIRED if client_auth == "required" else ssl.CERT_OPTIONAL
     return ctx
 

@@ -11,7 +11,7 @@ python-zstandard a piece at a time), each piece parsed while it is in cache.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -33,3 +33,26 @@ class RecordBuilder(Protocol):
 
     def finish(self, topic: str, partition: int) -> pa.RecordBatch:
         """The rows so far as one batch in Spark's Kafka schema; starts over empty."""
+
+
+@runtime_checkable
+class FusedRecordBuilder(RecordBuilder, Protocol):
+    """A builder that reads compressed batches itself (the native one): ``append_lz4`` and
+    ``append_snappy`` decompress block by block, ``append_stream`` pulls zstd pieces from
+    ``fill``; each returns ``(done, pos, remaining)``, ``done`` False where it stopped and the
+    codec library goes on (see ``_native.pyi``)."""
+
+    def append_lz4(self, data, pos: int, size: int, remaining: int, base_offset: int,
+                   base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
+                   max_offset: int, origin: int, verify_crc: bool, limit: int,
+                   flush: Callable[[], object]) -> tuple[bool, int, int]: ...
+
+    def append_snappy(self, data, pos: int, size: int, remaining: int, base_offset: int,
+                      base_timestamp: int, max_timestamp: int, log_append: bool, min_offset: int,
+                      max_offset: int, origin: int, verify_crc: bool, limit: int,
+                      flush: Callable[[], object]) -> tuple[bool, int, int]: ...
+
+    def append_stream(self, fill: Callable[[memoryview], int], size_hint: int, in_len: int,
+                      remaining: int, base_offset: int, base_timestamp: int, max_timestamp: int,
+                      log_append: bool, min_offset: int, max_offset: int, origin: int, limit: int,
+                      flush: Callable[[], object]) -> tuple[bool, int, int]: ...

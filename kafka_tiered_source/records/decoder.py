@@ -12,13 +12,14 @@ import logging
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Iterable
+from types import ModuleType
+from typing import Iterable, TypeGuard
 
 import pyarrow as pa
 
 from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
 from . import codecs
-from .builder import RecordBuilder
+from .builder import FusedRecordBuilder, RecordBuilder
 from .header import (CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD,
                      CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK, read_header)
 from .schema import kafka_schema
@@ -33,17 +34,22 @@ _LENGTH = struct.Struct(">i")
 NO_EXTENSIONS_ENV = "KAFKA_TIERED_NO_EXTENSIONS"
 log = logging.getLogger(__name__)
 
-_backends: dict = {}
+_backends: dict[str, ModuleType | KafkaTieredError] = {}
 
 
-def _load(name: str):
+def _load(name: str) -> ModuleType | KafkaTieredError:
+    """The backend module, or the error that says why it cannot be loaded (kept, so every
+    decode after a failed import raises it again without trying again)."""
     if name in _backends:
         return _backends[name]
+    mod: ModuleType | KafkaTieredError
     if name == "python":
-        from . import _python as mod
+        from . import _python
+        mod = _python
     elif name == "native":
         try:
-            from . import _native_backend as mod
+            from . import _native_backend
+            mod = _native_backend
         except ImportError as exc:
             mod = KafkaTieredError(
                 f"the native record decoder (kafka_tiered_source._native) cannot be imported: "
@@ -55,7 +61,19 @@ def _load(name: str):
     return mod
 
 
-def _backend(name: str | None):
+_FUSED: dict[type, bool] = {}
+
+
+def _fused(builder: RecordBuilder) -> TypeGuard[FusedRecordBuilder]:
+    """Whether the builder reads compressed batches itself, asked once per builder class (a
+    runtime protocol check looks at every member)."""
+    kind = type(builder)
+    if kind not in _FUSED:
+        _FUSED[kind] = isinstance(builder, FusedRecordBuilder)
+    return _FUSED[kind]
+
+
+def _backend(name: str | None) -> ModuleType:
     if name is None:
         name = "python" if os.environ.get(NO_EXTENSIONS_ENV) == "1" else "native"
     mod = _load(name)
@@ -130,8 +148,9 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
     if filter is not None and filter.last_stable_offset is not None:
         hi = min(hi, filter.last_stable_offset)
     builder: RecordBuilder = be.Builder(include_headers, max_batch_bytes)
-    lz4_fused = builder.fused_lz4
-    streams = builder.fused_streams
+    fast = builder if _fused(builder) else None
+    lz4_fused = fast is not None and fast.fused_lz4
+    streams = fast is not None and fast.fused_streams
     res = DecodeResult()
     out = res.batches
 
@@ -192,8 +211,8 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                                          position=position + pos + 57, base_offset=h.base_offset)
             log_append = bool(h.attributes & TIMESTAMP_TYPE_MASK)
             rpos, remaining = 0, h.record_count
-            if fused:
-                append = builder.append_lz4 if h.codec == CODEC_LZ4 else builder.append_snappy
+            if fused and fast is not None:
+                append = fast.append_lz4 if h.codec == CODEC_LZ4 else fast.append_snappy
                 done, rpos, remaining = append(
                     mv, pos, size, remaining, h.base_offset, h.base_timestamp, h.max_timestamp,
                     log_append, lo, hi, position, verify_crc, max_decompressed_bytes, flush)
@@ -205,13 +224,13 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
                 log.debug("%s records of the batch at position %d (base offset %d) left to the "
                           "codec library after %d records", CODEC_NAMES[h.codec], position + pos,
                           h.base_offset, h.record_count - remaining)
-            elif streams and h.codec == CODEC_ZSTD and not is_control:
+            elif streams and fast is not None and h.codec == CODEC_ZSTD and not is_control:
                 # zstd: the C loop pulls the records a piece at a time from python-zstandard and
                 # parses each while it is in cache (Builder.append_stream)
                 at = position + pos
                 with codecs.ZstdStream(mv[pos + HEADER_SIZE:pos + size], max_decompressed_bytes,
                                        position=at, base_offset=h.base_offset) as fill:
-                    done, rpos, remaining = builder.append_stream(
+                    done, rpos, remaining = fast.append_stream(
                         fill, fill.size_hint, size - HEADER_SIZE, remaining, h.base_offset,
                         h.base_timestamp, h.max_timestamp, log_append, lo, hi, at,
                         max_decompressed_bytes, flush)

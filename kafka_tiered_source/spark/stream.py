@@ -24,6 +24,7 @@ Example (a catch-up into Parquet, then stop)::
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows, ReadMinRows,
@@ -31,6 +32,9 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, Re
 
 from ..options import ReadOptions
 from .datasource import plan_partitions, read_partition
+
+if TYPE_CHECKING:
+    from ..planning.stream import StreamPlanner
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +44,10 @@ class KafkaTieredStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.options = options
         self.accumulator = accumulator
         self.app_id = app_id
-        self._planner = None
+        self._planner: StreamPlanner | None = None
 
     @property
-    def planner(self):
+    def planner(self) -> StreamPlanner:
         # built lazily: the reader is pickled to the driver's Python process first
         if self._planner is None:
             from ..planning.stream import StreamPlanner

@@ -311,7 +311,14 @@ class SegmentIndexes:
                         f"manifest segmentIndexes.{jname}.{n} must be a non-negative int32, got {x!r}",
                         location=location)
             vals[attr] = SegmentIndex(pos, size)
-        return cls(**vals)  # type: ignore[arg-type]  # the four required ones were checked
+
+        def index(attr: str) -> SegmentIndex:
+            got = vals[attr]
+            if got is None:    # refused above: only the transaction index may be missing
+                raise SegmentFormatError(f"manifest segmentIndexes misses {attr}", location=location)
+            return got
+        return cls(index("offset"), index("timestamp"), index("producer_snapshot"), index("leader_epoch"),
+                   vals["transaction"])
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,9 @@ class EmbeddedCluster:
     def stop(self) -> None:
         if self._thread is None:
             return
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        loop = self._loop
+        if self._thread.is_alive() and loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
         self._thread.join(60)
         self._thread = None
 
@@ -162,9 +163,10 @@ class EmbeddedCluster:
 
     # ------------------------------------------------------------------ addresses
     def _running_server(self) -> BrokerServer:
-        if not self.running:
+        server = self._server
+        if not self.running or server is None:
             raise KafkaTieredError("EmbeddedCluster is not running (call start() or use it as a context manager)")
-        return self._server
+        return server
 
     @property
     def host(self) -> str:
@@ -172,7 +174,10 @@ class EmbeddedCluster:
 
     @property
     def port(self) -> int:
-        return self._running_server().port
+        port = self._running_server().port
+        if port is None:        # pragma: no cover - start() returns once the listener is bound
+            raise KafkaTieredError("the embedded broker has no listener yet")
+        return port
 
     @property
     def bootstrap_servers(self) -> str:
@@ -220,8 +225,9 @@ class EmbeddedCluster:
         return offset
 
     def _notify(self, topic, partition):
-        if self.running:
-            self._loop.call_soon_threadsafe(self._server.notify, topic, partition)
+        loop, server = self._loop, self._server
+        if self.running and loop is not None and server is not None:
+            loop.call_soon_threadsafe(server.notify, topic, partition)
 
     @property
     def topics(self):

@@ -241,7 +241,8 @@ def select_batches(headers: Iterator[BatchHeader], offset: int, max_bytes: int,
     then more while they fit in ``max_bytes``, none whose base offset is >= ``bound``.
     Returns (start position, end position, next offset after the last batch); start == end when
     nothing qualifies."""
-    start = end = None
+    start: int | None = None
+    end = 0
     next_off = offset
     for h in headers:
         if h.last_offset < offset:

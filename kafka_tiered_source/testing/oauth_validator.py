@@ -165,7 +165,7 @@ class JwtValidator:
             raise SaslError("the JWT has no exp claim")
         if not _number(raw_iat):
             raise SaslError("the JWT has no iat claim")
-        exp, iat = float(raw_exp), float(raw_iat)    # type: ignore[arg-type]  # checked above
+        exp, iat = float(raw_exp), float(raw_iat)
         if now > exp + skew:
             raise SaslError(f"the JWT expired at {exp} (now {now:.0f}, allowed skew {skew} s)")
         if _number(nbf) and now < nbf - skew:

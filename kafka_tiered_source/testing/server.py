@@ -21,6 +21,7 @@ import logging
 import ssl as _ssl
 import struct
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..errors import ConfigError, ProtocolError
 from ..protocol import codec
@@ -220,6 +221,18 @@ class _Connection:
         self.tls_principal: str | None = None  # mTLS: the client certificate's subject
 
 
+class _Reader(Protocol):
+    """What a connection is read through: asyncio's stream, or the TLS stream over it."""
+    async def readexactly(self, n: int) -> bytes: ...
+
+
+class _Writer(Protocol):
+    def write(self, data: bytes) -> None: ...
+    async def drain(self) -> None: ...
+    def close(self) -> None: ...
+    async def wait_closed(self) -> None: ...
+
+
 class BrokerServer:
     """The asyncio server.  ``await start()`` binds (``.port`` is then known), ``await stop()``
     closes listeners and connections.  Everything runs on one event loop."""
@@ -316,17 +329,19 @@ class BrokerServer:
                         del self._waiters[k]
 
     # ------------------------------------------------------------------ connections
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, plain_reader: asyncio.StreamReader, plain_writer: asyncio.StreamWriter) -> None:
+        reader: _Reader = plain_reader
+        writer: _Writer = plain_writer
         task = asyncio.current_task()
         self._conn_tasks.add(task)
-        peer = writer.get_extra_info("peername")
+        peer = plain_writer.get_extra_info("peername")
         conn = _Connection(peer, self.config.sasl is not None)
         try:
             if self._tls is not None:
-                stream = await TlsStream.accept(reader, writer, self._tls)
+                stream = await TlsStream.accept(plain_reader, plain_writer, self._tls)
                 if stream is None:
                     return
-                reader = writer = stream     # type: ignore[assignment]
+                reader = writer = stream
                 self._note_tls_principal(conn, stream)
             while True:
                 try:

@@ -34,6 +34,7 @@ import struct
 import time
 from dataclasses import dataclass, field, fields
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ..errors import KafkaTieredError
 from ..ids import random_uuid, uuid_from_str, uuid_to_str
@@ -46,6 +47,9 @@ from . import aiven_writer
 from .log import Segment, build_indexes, collect_aborted
 from .remote import RemoteStore
 from .rlmm import RemoteLogMetadataCache
+
+if TYPE_CHECKING:
+    from ..storage.aiven_crypto import KeyRing
 
 LAYOUT_AIVEN = "aiven"
 LAYOUT_KAFKA_LOCAL = "kafka-local-tiered"
@@ -82,7 +86,7 @@ class TieringConfig:
                 raise ConfigError(f"encryption key '{self.encryption_key_pair_id}' must be provided in "
                                   f"encryption_key_pairs", option="encryption_key_pair_id")
 
-    def keyring(self):
+    def keyring(self) -> KeyRing:
         """The broker's own reader of its encrypted segments."""
         from ..options.encryption import KeyPairSource
         from ..storage.aiven_crypto import KeyRing
@@ -161,6 +165,16 @@ class RemoteNotFound(KafkaTieredError):
     """No copy serves the offset (RemoteLogManager's OffsetOutOfRangeException)."""
 
 
+@dataclass
+class _CopyFiles:
+    """What the broker has read of one copy's files (kept while the copy lives)."""
+    offset_index: list[tuple[int, int]] | None = None
+    time_index: list[tuple[int, int]] | None = None
+    txn_entries: list[AbortedTxn] | None = None
+    batches: list[tuple[int, int, int]] | None = None
+    manifest: aiven.SegmentManifest | None = None
+
+
 class RemotePartition:
     """The remote half of one partition: copies, local index copies, copy, delete and fetch.
     ``leader_log()`` is the partition leader's log (its leader-epoch cache decides which epoch
@@ -181,8 +195,8 @@ class RemotePartition:
         self.config = config
         self.copies: dict[str, RemoteSegmentMetadata] = {}   # finished, not being deleted
         self.cache = RemoteLogMetadataCache()
-        self._cache: dict[tuple[str, str], object] = {}
-        self._keyring = None
+        self._files: dict[str, _CopyFiles] = {}      # by segment id
+        self._keyring: KeyRing | None = None
         self.index_dir = os.path.join(directory, INDEX_DIR)
         self._load()
 
@@ -254,31 +268,34 @@ class RemotePartition:
                 return end - 1 if end <= highest else highest
         return -1
 
-    def offset_index(self, meta):
-        key = (meta.segment_id, "index")
-        if key not in self._cache:
-            self._cache[key] = parse_offset_index(self._read_local(meta, ".index"))
-        return self._cache[key]
+    def _copy_files(self, meta: RemoteSegmentMetadata) -> _CopyFiles:
+        return self._files.setdefault(meta.segment_id, _CopyFiles())
 
-    def time_index(self, meta):
-        key = (meta.segment_id, "timeindex")
-        if key not in self._cache:
-            self._cache[key] = parse_time_index(self._read_local(meta, ".timeindex"))
-        return self._cache[key]
+    def offset_index(self, meta: RemoteSegmentMetadata) -> list[tuple[int, int]]:
+        files = self._copy_files(meta)
+        if files.offset_index is None:
+            files.offset_index = parse_offset_index(self._read_local(meta, ".index"))
+        return files.offset_index
 
-    def txn_entries(self, meta) -> list[AbortedTxn]:
-        key = (meta.segment_id, "txnindex")
-        if key not in self._cache:
-            self._cache[key] = parse_txn_index(self._read_local(meta, ".txnindex"),
-                                               location=self._local(meta, ".txnindex"))
-        return self._cache[key]
+    def time_index(self, meta: RemoteSegmentMetadata) -> list[tuple[int, int]]:
+        files = self._copy_files(meta)
+        if files.time_index is None:
+            files.time_index = parse_time_index(self._read_local(meta, ".timeindex"))
+        return files.time_index
 
-    def batches(self, meta) -> list[tuple[int, int, int]]:
-        key = (meta.segment_id, "batches")
-        if key not in self._cache:
+    def txn_entries(self, meta: RemoteSegmentMetadata) -> list[AbortedTxn]:
+        files = self._copy_files(meta)
+        if files.txn_entries is None:
+            files.txn_entries = parse_txn_index(self._read_local(meta, ".txnindex"),
+                                                location=self._local(meta, ".txnindex"))
+        return files.txn_entries
+
+    def batches(self, meta: RemoteSegmentMetadata) -> list[tuple[int, int, int]]:
+        files = self._copy_files(meta)
+        if files.batches is None:
             raw = self._read_local(meta, ".batches")
-            self._cache[key] = [BATCH_ENTRY.unpack_from(raw, i) for i in range(0, len(raw), BATCH_ENTRY.size)]
-        return self._cache[key]
+            files.batches = [BATCH_ENTRY.unpack_from(raw, i) for i in range(0, len(raw), BATCH_ENTRY.size)]
+        return files.batches
 
     def lookup(self, offset: int) -> RemoteSegmentMetadata | None:
         """RemoteLogManager.fetchRemoteLogSegmentMetadata: the copy the cache maps for the
@@ -355,9 +372,9 @@ class RemotePartition:
         if cfg.layout == LAYOUT_AIVEN:
             stem = aiven.main_path(self.topic, self.topic_id, self.partition, base_offset, seg_id)
             log_key = f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_LOG}"
-            enc = (aiven_writer.SegmentEncryption.new(
-                cfg.encryption_key_pair_id, dict(cfg.encryption_key_pairs)[cfg.encryption_key_pair_id])
-                if meta.encrypted else None)
+            key_id = cfg.encryption_key_pair_id
+            enc = (aiven_writer.SegmentEncryption.new(key_id, dict(cfg.encryption_key_pairs)[key_id])
+                   if key_id is not None else None)
             obj, chunk_index = aiven_writer.transform_chunks(data, cfg.chunk_size, cfg.chunk_compression, enc)
             blob, seg_indexes = aiven_writer.build_indexes(offset_index, time_index, b"", checkpoint,
                                                            txn if txn else None, enc)
@@ -424,7 +441,7 @@ class RemotePartition:
                     os.remove(self._local(meta, suffix))
                 except FileNotFoundError:
                     pass
-            self._cache = {k: v for k, v in self._cache.items() if k[0] != meta.segment_id}
+            self._files.pop(meta.segment_id, None)
             self.cache.delete_finished(meta)
             if self.events is not None:
                 self.events.delete_finished(meta, self.leader_epoch())
@@ -436,15 +453,15 @@ class RemotePartition:
         return self.delete([s for s in self.segments if s.end_offset < offset])
 
     # -- fetch
-    def _manifest(self, meta) -> aiven.SegmentManifest:
-        key = (meta.segment_id, "manifest")
-        if key not in self._cache:
+    def _manifest(self, meta: RemoteSegmentMetadata) -> aiven.SegmentManifest:
+        files = self._copy_files(meta)
+        if files.manifest is None:
             mkey = meta.log_key[: -len(aiven.SUFFIX_LOG)] + aiven.SUFFIX_MANIFEST
             m = aiven.SegmentManifest.from_json(self.store.get(mkey), location=self.store.location(mkey))
             if m.encryption is None or not self.config.encryption_key_pairs:
                 aiven.require_readable(m, self.store.location(mkey))
-            self._cache[key] = m
-        return self._cache[key]
+            files.manifest = m
+        return files.manifest
 
     def _cipher(self, manifest, location):
         if manifest.encryption is None:
