@@ -15,7 +15,8 @@ from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.options import (KAFKA_OPTIONS, OPTIONS, ClientConfig, FetcherConfig, ReadOptions,
                                          markdown_table, register_fetcher)
 from kafka_tiered_source.options import codegen, fields
-from kafka_tiered_source.redact import is_secret_key
+from kafka_tiered_source.options.table import KAFKA_BY_KEY
+from kafka_tiered_source.redact import Secret, is_secret_key
 from kafka_tiered_source.storage import RemoteStorageFetcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -110,7 +111,7 @@ def _other_value(opt) -> str:
     if opt.parse.choices:
         return next(c for c in opt.parse.choices if c != opt.default)
     return {"bool": "false" if opt.default else "true", "int": "7", "float": "2.5",
-            "str": "other-value"}[opt.parse.type]
+            "str": "other-value", "Secret": "other-secret"}[opt.parse.type]
 
 
 def test_defaults_in_the_table_are_what_a_parse_gives():
@@ -120,9 +121,34 @@ def test_defaults_in_the_table_are_what_a_parse_gives():
             assert getattr(_config(o, opt.config), opt.field) == opt.default, opt.name
     assert o.cost.preset == {opt.name: opt.default for opt in OPTIONS}["cost.preset"]
     cfg = ClientConfig.from_properties({"bootstrap.servers": "b:1"})
-    kafka = {opt.name: opt.default for opt in KAFKA_OPTIONS}
-    assert cfg.request_timeout_ms == kafka["request.timeout.ms"]
-    assert cfg.max_partition_fetch_bytes == kafka["max.partition.fetch.bytes"]
+    for opt in KAFKA_OPTIONS:
+        if opt.field is not None:
+            assert getattr(cfg, opt.field) == opt.default, opt.name
+
+
+# What a Kafka property needs beside it to make a valid ClientConfig.
+_COMPANIONS = {"ssl.keyfile": {"ssl.certfile": "client.pem"}}
+
+
+@pytest.mark.parametrize("opt", [o for o in KAFKA_OPTIONS if o.field is not None], ids=lambda o: o.name)
+def test_each_kafka_property_with_a_field_fills_it_and_nothing_else(opt):
+    raw = _other_value(opt)
+    props = {"bootstrap.servers": "b:1", **_COMPANIONS.get(opt.name, {}), opt.name: raw}
+    cfg = ClientConfig.from_properties(props)
+    assert getattr(cfg, opt.field) == opt.value(raw) != opt.default
+    companions = {KAFKA_BY_KEY[k].field for k in _COMPANIONS.get(opt.name, {})}
+    for other in KAFKA_OPTIONS:
+        if other.field is not None and other is not opt and other.field not in companions:
+            assert getattr(cfg, other.field) == other.default, (opt.name, other.name)
+    # with the kafka. prefix, as the Spark source passes them, the same
+    assert ClientConfig.from_properties({f"kafka.{k}": v for k, v in props.items()}) == cfg
+
+
+def test_a_secret_property_is_a_secret_in_the_config():
+    cfg = ClientConfig.from_properties({"bootstrap.servers": "b:1", "ssl.password": "pw-1",
+                                        "ssl.keystore.password": "pw-2"})
+    assert cfg.ssl_key_password == Secret("pw-1") and cfg.ssl_keystore_password == Secret("pw-2")
+    assert "pw-1" not in repr(cfg) and "pw-2" not in repr(cfg)
 
 
 @pytest.mark.parametrize("opt", [o for o in OPTIONS if o.field is not None], ids=lambda o: o.name)
@@ -150,6 +176,10 @@ def test_the_typed_fields_are_generated_from_the_table():
     names = {o.field for o in OPTIONS if o.field is not None}
     for base in (fields.ReadOptionsFields, fields.FetcherConfigFields, fields.QuotaConfigFields):
         assert {f.name for f in dataclasses.fields(base)} <= names
+    kafka_names = {o.field for o in KAFKA_OPTIONS if o.field is not None}
+    assert {f.name for f in dataclasses.fields(fields.ClientConfigFields)} == kafka_names
+    client_hints = typing.get_type_hints(fields.ClientConfigFields, {"Secret": Secret})
+    assert client_hints["sasl_password"] == typing.Optional[Secret] and client_hints["retries"] is int
 
 
 def _package_uses():
@@ -182,9 +212,9 @@ def test_every_option_is_read_somewhere():
     def asked_for(key):
         return key in strings or any(re.fullmatch(shape, key) for shape in shapes if shape != r"[\w.]*")
 
-    unused = [o.name for o in OPTIONS if (o.field not in attrs if o.field is not None else not asked_for(o.key))]
+    unused = [o.name for o in (*OPTIONS, *KAFKA_OPTIONS)
+              if (o.field not in attrs if o.field is not None else not asked_for(o.key))]
     assert unused == []
-    assert [o.name for o in KAFKA_OPTIONS if not asked_for(o.key)] == []
 
 
 def test_readme_option_reference_is_the_generated_table():

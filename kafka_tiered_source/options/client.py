@@ -14,6 +14,7 @@ from ..redact import Secret
 from .oauth import LOGIN_MODULE as OAUTH_LOGIN_MODULE
 from .oauth import PROPERTIES as OAUTH_PROPERTIES
 from .oauth import OAuthConfig, oauth_config
+from .fields import ClientConfigFields
 from .table import KAFKA_BY_KEY, IGNORED_KAFKA_KEYS, unknown_kafka
 
 READ_UNCOMMITTED = 0
@@ -42,26 +43,10 @@ _OAUTH_KEYS = frozenset({*OAUTH_PROPERTIES, "sasl.oauthbearer.token.endpoint.url
                          "sasl.oauthbearer.client.credentials.client.id",
                          "sasl.oauthbearer.client.credentials.client.secret"})
 
-# property -> the ClientConfig field it sets (integers and booleans through the table's parser)
-_FIELDS = {
-    "client.id": "client_id", "client.rack": "client_rack", "sasl.username": "sasl_username",
-    "ssl.cafile": "ssl_cafile", "ssl.certfile": "ssl_certfile", "ssl.keyfile": "ssl_keyfile",
-    "ssl.check.hostname": "ssl_check_hostname", "request.timeout.ms": "request_timeout_ms",
-    "socket.connection.setup.timeout.ms": "connect_timeout_ms",
-    "socket.connection.setup.timeout.max.ms": "connect_timeout_ms",
-    "connections.max.idle.ms": "connections_max_idle_ms", "metadata.max.age.ms": "metadata_max_age_ms",
-    "retries": "retries", "retry.backoff.ms": "retry_backoff_ms",
-    "retry.backoff.max.ms": "retry_backoff_max_ms", "fetch.max.wait.ms": "fetch_max_wait_ms",
-    "fetch.min.bytes": "fetch_min_bytes", "fetch.max.bytes": "fetch_max_bytes",
-    "max.partition.fetch.bytes": "max_partition_fetch_bytes",
-    "ssl.truststore.type": "ssl_truststore_type", "ssl.truststore.location": "ssl_truststore_location",
-    "ssl.truststore.certificates": "ssl_truststore_certificates",
-    "ssl.keystore.type": "ssl_keystore_type", "ssl.keystore.location": "ssl_keystore_location",
-    "ssl.keystore.certificate.chain": "ssl_keystore_certificate_chain",
-}
-_SECRETS = {"sasl.password": "sasl_password", "ssl.key.password": "ssl_key_password",
-            "ssl.password": "ssl_key_password", "ssl.truststore.password": "ssl_truststore_password",
-            "ssl.keystore.password": "ssl_keystore_password", "ssl.keystore.key": "ssl_keystore_key"}
+# Properties that set the attribute of another row (Kafka's alias, and its cap of the connect
+# timeout, which is the timeout itself here), parsed by their own row.
+_SAME_AS = {"ssl.password": "ssl.key.password",
+            "socket.connection.setup.timeout.max.ms": "socket.connection.setup.timeout.ms"}
 
 
 def parse_jaas(text: str, option: str = "sasl.jaas.config") -> tuple[str, str, dict]:
@@ -117,45 +102,18 @@ def parse_servers(text: str) -> tuple:
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class ClientConfig:
+@dataclass(frozen=True, kw_only=True)
+class ClientConfig(ClientConfigFields):
     """Typed, frozen client settings.  Build with :meth:`from_properties` from Kafka's own key
-    names.  Secrets are :class:`~kafka_tiered_source.redact.Secret` and never show in reprs."""
+    names.  Secrets are :class:`~kafka_tiered_source.redact.Secret` and never show in reprs.
+    The fields that are one property each come from the option table (:class:`.fields.
+    ClientConfigFields`); those below are built from several, or spelt differently."""
 
-    bootstrap_servers: tuple
+    bootstrap_servers: tuple[tuple[str, int], ...]
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "PLAIN"
-    sasl_username: str | None = None
-    sasl_password: Secret | None = None
-    ssl_cafile: str | None = None
-    ssl_certfile: str | None = None
-    ssl_keyfile: str | None = None
-    ssl_key_password: Secret | None = None
-    ssl_check_hostname: bool = True
-    ssl_truststore_type: str | None = None
-    ssl_truststore_location: str | None = None
-    ssl_truststore_password: Secret | None = None
-    ssl_truststore_certificates: str | None = None
-    ssl_keystore_type: str | None = None
-    ssl_keystore_location: str | None = None
-    ssl_keystore_password: Secret | None = None
-    ssl_keystore_key: Secret | None = None
-    ssl_keystore_certificate_chain: str | None = None
-    ssl_enabled_protocols: tuple = ()
+    ssl_enabled_protocols: tuple[str, ...] = ()
     oauth: OAuthConfig | None = None
-    client_id: str = "kafka-tiered"
-    client_rack: str = ""
-    request_timeout_ms: int = 30000
-    connect_timeout_ms: int = 10000
-    connections_max_idle_ms: int = 540000
-    metadata_max_age_ms: int = 300000
-    retries: int = 5
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1000
-    fetch_max_wait_ms: int = 500
-    fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 52428800
-    max_partition_fetch_bytes: int = 1048576
     isolation_level: int = READ_UNCOMMITTED
 
     def __post_init__(self):
@@ -225,8 +183,6 @@ class ClientConfig:
                 kw[key.replace(".", "_")] = str(value).strip().upper()
             elif key == "sasl.jaas.config":
                 jaas = str(value)
-            elif key in _SECRETS:
-                kw[_SECRETS[key]] = Secret(str(value))
             elif key == "ssl.endpoint.identification.algorithm":
                 # Kafka's spelling: "https" verifies the host name, "" turns that off.
                 kw["ssl_check_hostname"] = str(value).strip().lower() == "https"
@@ -250,7 +206,9 @@ class ClientConfig:
                 level = KAFKA_BY_KEY[key].value(value)
                 kw["isolation_level"] = READ_COMMITTED if level == "read_committed" else READ_UNCOMMITTED
             else:
-                kw[_FIELDS[key]] = KAFKA_BY_KEY[key].value(value)
+                option = KAFKA_BY_KEY[key]
+                field = option.field or KAFKA_BY_KEY[_SAME_AS[key]].field
+                kw[str(field)] = option.value(value)
         if "bootstrap_servers" not in kw:
             raise ConfigError("bootstrap.servers is required", option="bootstrap.servers")
         mechanism = kw.get("sasl_mechanism", "PLAIN")

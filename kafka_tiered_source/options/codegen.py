@@ -3,8 +3,8 @@
 Each row with a ``field`` becomes an attribute of its config's ``<Config>Fields`` base class,
 typed by its parser (a ``Literal`` alias for an enumeration, ``| None`` without a default) and
 defaulted to the row's default, in table order.  The hand-written configs (``ReadOptions``,
-``FetcherConfig``, ``QuotaConfig``) derive from those bases and add what is not one option's
-value.  tests/test_options_table.py fails while the file on disk differs from :func:`source`.
+``FetcherConfig``, ``QuotaConfig``, ``ClientConfig``) derive from those bases and add what is not
+one option's value.  tests/test_options_table.py fails while the file on disk differs from :func:`source`.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import sys
 from .table import KAFKA_OPTIONS, OPTIONS, Option, Parser
 
 #: The configs with generated fields, in the order the module lists them.
-CONFIGS = ("ReadOptions", "FetcherConfig", "QuotaConfig")
+CONFIGS = ("ReadOptions", "FetcherConfig", "QuotaConfig", "ClientConfig")
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fields.py")
 
 _HEADER = '''"""The option-backed fields of the frozen configs, one per row of the option table that has a
@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
-
+{imports}
 '''
 
 
 def fields_of(config: str) -> tuple[Option, ...]:
-    return tuple(o for o in OPTIONS if o.config == config)
+    return tuple(o for o in (*OPTIONS, *KAFKA_OPTIONS) if o.config == config)
 
 
 def _aliases() -> dict[str, tuple[str, ...]]:
@@ -45,7 +45,8 @@ def _aliases() -> dict[str, tuple[str, ...]]:
 
 def source() -> str:
     """The text of options/fields.py for the table as it is."""
-    lines = [_HEADER.rstrip("\n"), ""]
+    secrets = any(o.value_type.startswith("Secret") for c in CONFIGS for o in fields_of(c))
+    lines = [_HEADER.format(imports="\nfrom ..redact import Secret\n" if secrets else "").rstrip("\n"), ""]
     for alias, choices in _aliases().items():
         lines.append(f"{alias} = Literal[{', '.join(json.dumps(c) for c in choices)}]")
     for config in CONFIGS:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..redact import Secret
+
 TimestampStrategy = Literal["error", "latest"]
 Locator = Literal["auto", "kip1248", "metadata-topic", "listing"]
 Layout = Literal["aiven", "kafka-local-tiered", "template"]
@@ -106,3 +108,66 @@ class QuotaConfigFields:
     job_remote_bytes_per_second: float | None = None
     #: ``quota.job.remote.requests.per.second``: job GET rate, split over the tasks
     job_remote_requests_per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class ClientConfigFields:
+    """The fields of :class:`ClientConfig` that are one option each."""
+    #: ``sasl.username``: SASL user
+    sasl_username: str | None = None
+    #: ``sasl.password``: SASL password
+    sasl_password: Secret | None = None
+    #: ``ssl.cafile``: CA certificates (PEM)
+    ssl_cafile: str | None = None
+    #: ``ssl.certfile``: client certificate (PEM)
+    ssl_certfile: str | None = None
+    #: ``ssl.keyfile``: client key (PEM)
+    ssl_keyfile: str | None = None
+    #: ``ssl.key.password``: password of the client key
+    ssl_key_password: Secret | None = None
+    #: ``ssl.check.hostname``: verify the broker's host name
+    ssl_check_hostname: bool = True
+    #: ``ssl.truststore.type``: JKS, PKCS12 or PEM (default: told from the file)
+    ssl_truststore_type: str | None = None
+    #: ``ssl.truststore.location``: truststore file (JKS, PKCS12 or PEM); must exist on every executor
+    ssl_truststore_location: str | None = None
+    #: ``ssl.truststore.password``: truststore password (JKS, PKCS12)
+    ssl_truststore_password: Secret | None = None
+    #: ``ssl.truststore.certificates``: trusted certificates as PEM text (ssl.truststore.type=PEM; KIP-651)
+    ssl_truststore_certificates: str | None = None
+    #: ``ssl.keystore.type``: JKS, PKCS12 or PEM (default: told from the file)
+    ssl_keystore_type: str | None = None
+    #: ``ssl.keystore.location``: keystore file (JKS, PKCS12 or PEM) with the client key for mutual TLS; must exist on every executor
+    ssl_keystore_location: str | None = None
+    #: ``ssl.keystore.password``: keystore password (JKS, PKCS12)
+    ssl_keystore_password: Secret | None = None
+    #: ``ssl.keystore.certificate.chain``: client certificate chain as PEM text (ssl.keystore.type=PEM)
+    ssl_keystore_certificate_chain: str | None = None
+    #: ``ssl.keystore.key``: client private key as PEM text (ssl.keystore.type=PEM)
+    ssl_keystore_key: Secret | None = None
+    #: ``client.id``: client id sent to the brokers
+    client_id: str = "kafka-tiered"
+    #: ``client.rack``: rack of the client (follower fetching)
+    client_rack: str = ""
+    #: ``request.timeout.ms``: broker request timeout
+    request_timeout_ms: int = 30000
+    #: ``socket.connection.setup.timeout.ms``: connect timeout
+    connect_timeout_ms: int = 10000
+    #: ``connections.max.idle.ms``: close idle connections after this
+    connections_max_idle_ms: int = 540000
+    #: ``metadata.max.age.ms``: refresh metadata this often
+    metadata_max_age_ms: int = 300000
+    #: ``retries``: retries of a failed request
+    retries: int = 5
+    #: ``retry.backoff.ms``: first back-off between retries
+    retry_backoff_ms: int = 100
+    #: ``retry.backoff.max.ms``: back-off cap
+    retry_backoff_max_ms: int = 1000
+    #: ``fetch.max.wait.ms``: how long a broker may hold a Fetch
+    fetch_max_wait_ms: int = 500
+    #: ``fetch.min.bytes``: bytes a broker waits for
+    fetch_min_bytes: int = 1
+    #: ``fetch.max.bytes``: bytes per Fetch
+    fetch_max_bytes: int = 52428800
+    #: ``max.partition.fetch.bytes``: bytes per partition per Fetch
+    max_partition_fetch_bytes: int = 1048576

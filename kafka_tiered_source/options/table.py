@@ -50,7 +50,7 @@ GROUP_TITLES = {
 # The frozen config each group's rows with a ``field`` belong to (``into=`` on a row overrides).
 CONFIG_OF_GROUP = {"spark": "ReadOptions", "streaming": "ReadOptions", "source": "ReadOptions",
                    "metrics": "ReadOptions", "storage": "FetcherConfig", "fetch": "FetcherConfig",
-                   "quota": "QuotaConfig"}
+                   "quota": "QuotaConfig", "kafka": "ClientConfig"}
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,7 @@ SPARK_BOOL = Parser(v.boolean, "bool")
 LENIENT_BOOL = Parser(partial(v.boolean, lenient=True), "bool")
 AMOUNT = Parser(partial(v.number, positive=False), "float")       # >= 0
 RATE = Parser(partial(v.number, positive=True), "float")          # > 0
+SECRET = Parser(v.secret, "Secret")                               # never shown: redact.Secret
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 LAYOUTS = ("aiven", "kafka-local-tiered", "template")
 LOCATORS = ("auto", "kip1248", "metadata-topic", "listing")
@@ -279,92 +280,102 @@ OPTIONS: tuple[Option, ...] = (
       "default: the machine's cores", _int(1, 1024)),
 )
 
-KAFKA_OPTIONS: tuple[Option, ...] = tuple(O(n, "kafka", d, p, dflt, secret=s) for n, d, p, dflt, s in (
-    ("bootstrap.servers", "host:port,... of the brokers (none: read remote storage alone)", v.text, None, False),
-    ("security.protocol", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", v.text, "PLAINTEXT", False),
-    ("sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is refused: see README)",
-     v.text, "PLAIN", False),
-    ("sasl.jaas.config", 'a JAAS line: username="..." password="..." (PLAIN, SCRAM); clientId="..." '
-     'clientSecret="..." scope="..." (OAUTHBEARER)', v.text, None, True),
-    ("sasl.username", "SASL user", v.text, None, False),
-    ("sasl.password", "SASL password", v.text, None, True),
-    ("ssl.cafile", "CA certificates (PEM)", v.text, None, False),
-    ("ssl.certfile", "client certificate (PEM)", v.text, None, False),
-    ("ssl.keyfile", "client key (PEM)", v.text, None, True),
-    ("ssl.key.password", "password of the client key", v.text, None, True),
-    ("ssl.password", "password of the client key (alias)", v.text, None, True),
-    ("ssl.check.hostname", "verify the broker's host name", LENIENT_BOOL, True, False),
-    ("ssl.endpoint.identification.algorithm", "`https` verifies the host name, empty does not", v.text, None, False),
-    ("ssl.truststore.type", "JKS, PKCS12 or PEM (default: told from the file)", v.text, None, False),
-    ("ssl.truststore.location", "truststore file (JKS, PKCS12 or PEM); must exist on every executor",
-     v.text, None, False),
-    ("ssl.truststore.password", "truststore password (JKS, PKCS12)", v.text, None, True),
-    ("ssl.truststore.certificates", "trusted certificates as PEM text (ssl.truststore.type=PEM; KIP-651)",
-     v.text, None, False),
-    ("ssl.keystore.type", "JKS, PKCS12 or PEM (default: told from the file)", v.text, None, False),
-    ("ssl.keystore.location", "keystore file (JKS, PKCS12 or PEM) with the client key for mutual TLS; must "
-     "exist on every executor", v.text, None, False),
-    ("ssl.keystore.password", "keystore password (JKS, PKCS12)", v.text, None, True),
-    ("ssl.keystore.certificate.chain", "client certificate chain as PEM text (ssl.keystore.type=PEM)",
-     v.text, None, False),
-    ("ssl.keystore.key", "client private key as PEM text (ssl.keystore.type=PEM)", v.text, None, True),
-    ("ssl.protocol", "TLS, TLSv1.3 or TLSv1.2", v.text, None, False),
-    ("ssl.keymanager.algorithm", "Java's default (SunX509, PKIX) is accepted and means nothing here; others are "
-     "refused", v.text, None, False),
-    ("ssl.trustmanager.algorithm", "Java's default (PKIX, SunX509) is accepted and means nothing here; others are "
-     "refused", v.text, None, False),
-    ("ssl.secure.random.implementation", "accepted, means nothing here (OpenSSL's generator is used)", v.text,
-     None, False),
-    ("ssl.cipher.suites", "refused: Java cipher suite names; OpenSSL's defaults for TLSv1.2/1.3 are used",
-     v.text, None, False),
-    ("ssl.provider", "refused: a JVM security provider", v.text, None, False),
-    ("ssl.engine.factory.class", "refused: a Java class", v.text, None, False),
-    ("ssl.enabled.protocols", "TLS versions to allow: TLSv1.2,TLSv1.3", v.text, None, False),
-    ("sasl.login.callback.handler.class", "OAUTHBEARER: Kafka's OAuthBearerLoginCallbackHandler (the only "
-     "handler understood)", v.text, None, False),
-    ("sasl.oauthbearer.token.endpoint.url", "OAUTHBEARER: the OAuth token endpoint (client credentials), or "
-     "file:///path of a token", v.text, None, True),
-    ("sasl.oauthbearer.client.credentials.client.id", "OAUTHBEARER: client id (instead of clientId in "
-     "sasl.jaas.config)", v.text, None, True),
-    ("sasl.oauthbearer.client.credentials.client.secret", "OAUTHBEARER: client secret (instead of clientSecret)",
-     v.text, None, True),
-    ("sasl.oauthbearer.scope", "OAUTHBEARER: scope to ask for (instead of scope in sasl.jaas.config)",
-     v.text, None, False),
-    ("sasl.oauthbearer.scope.claim.name", "OAUTHBEARER: the token's scope claim", v.nonempty, "scope", False),
-    ("sasl.oauthbearer.sub.claim.name", "OAUTHBEARER: the token's subject claim", v.nonempty, "sub", False),
-    ("sasl.oauthbearer.header.urlencode", "OAUTHBEARER: URL-encode client id and secret in the Basic header",
-     LENIENT_BOOL, False, False),
-    ("sasl.login.connect.timeout.ms", "OAUTHBEARER: token endpoint connect timeout", _int(1), 10000, False),
-    ("sasl.login.read.timeout.ms", "OAUTHBEARER: token endpoint read timeout", _int(1), 30000, False),
-    ("sasl.login.retry.backoff.ms", "OAUTHBEARER: first wait between token requests", _int(1), 100, False),
-    ("sasl.login.retry.backoff.max.ms", "OAUTHBEARER: longest wait between token requests", _int(1), 10000,
-     False),
-    ("sasl.login.refresh.window.factor", "OAUTHBEARER: refresh at this part of the token's lifetime",
-     partial(v.number, positive=True), 0.8, False),
-    ("sasl.login.refresh.window.jitter", "OAUTHBEARER: plus up to this much, at random",
-     partial(v.number, positive=False), 0.05, False),
-    ("sasl.login.refresh.min.period.seconds", "OAUTHBEARER: no sooner than this after the last refresh",
-     _int(0, 900), 60, False),
-    ("sasl.login.refresh.buffer.seconds", "OAUTHBEARER: no later than this before expiry", _int(0, 3600), 300,
-     False),
-    ("sasl.kerberos.service.name", "refused: GSSAPI (Kerberos) is not supported", v.text, None, False),
-    ("client.id", "client id sent to the brokers", v.text, "kafka-tiered", False),
-    ("client.rack", "rack of the client (follower fetching)", v.text, "", False),
-    ("request.timeout.ms", "broker request timeout", _int(1), 30000, False),
-    ("socket.connection.setup.timeout.ms", "connect timeout", _int(1), 10000, False),
-    ("socket.connection.setup.timeout.max.ms", "connect timeout (Kafka's cap; the same here)", _int(1), 10000, False),
-    ("connections.max.idle.ms", "close idle connections after this", _int(0), 540000, False),
-    ("metadata.max.age.ms", "refresh metadata this often", _int(0), 300000, False),
-    ("retries", "retries of a failed request", _int(0), 5, False),
-    ("retry.backoff.ms", "first back-off between retries", _int(0), 100, False),
-    ("retry.backoff.max.ms", "back-off cap", _int(0), 1000, False),
-    ("fetch.max.wait.ms", "how long a broker may hold a Fetch", _int(0), 500, False),
-    ("fetch.min.bytes", "bytes a broker waits for", _int(0), 1, False),
-    ("fetch.max.bytes", "bytes per Fetch", _int(1), 52428800, False),
-    ("max.partition.fetch.bytes", "bytes per partition per Fetch", _int(1), 1048576, False),
-    ("isolation.level", "read_uncommitted (default) or read_committed",
-     choice("IsolationLevel", ISOLATION_LEVELS), "read_uncommitted", False),
-))
+def K(name: str, doc: str, parse: Parser = TEXT, default: Any = None, *, secret: bool = False,
+      field: str | None = None) -> Option:
+    """A row of the Kafka client's properties (``kafka.`` + the name in the Spark source)."""
+    return Option(name, "kafka", doc, parse, default, secret, field)
+
+
+# The Kafka client's properties, Kafka's own names.  A row with ``field`` fills that attribute
+# of ClientConfig (options/client.py); the rest are read by name there (properties that set the
+# same attribute as another, or a value built from several: the servers, the protocols, OAuth).
+KAFKA_OPTIONS: tuple[Option, ...] = (
+    K("bootstrap.servers", "host:port,... of the brokers (none: read remote storage alone)"),
+    K("security.protocol", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", TEXT, "PLAINTEXT"),
+    K("sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is refused: see README)",
+      TEXT, "PLAIN"),
+    K("sasl.jaas.config", 'a JAAS line: username="..." password="..." (PLAIN, SCRAM); clientId="..." '
+      'clientSecret="..." scope="..." (OAUTHBEARER)', secret=True),
+    K("sasl.username", "SASL user", field="sasl_username"),
+    K("sasl.password", "SASL password", SECRET, secret=True, field="sasl_password"),
+    K("ssl.cafile", "CA certificates (PEM)", field="ssl_cafile"),
+    K("ssl.certfile", "client certificate (PEM)", field="ssl_certfile"),
+    K("ssl.keyfile", "client key (PEM)", secret=True, field="ssl_keyfile"),
+    K("ssl.key.password", "password of the client key", SECRET, secret=True, field="ssl_key_password"),
+    K("ssl.password", "password of the client key (alias)", SECRET, secret=True),
+    K("ssl.check.hostname", "verify the broker's host name", LENIENT_BOOL, True, field="ssl_check_hostname"),
+    K("ssl.endpoint.identification.algorithm", "`https` verifies the host name, empty does not"),
+    K("ssl.truststore.type", "JKS, PKCS12 or PEM (default: told from the file)", field="ssl_truststore_type"),
+    K("ssl.truststore.location", "truststore file (JKS, PKCS12 or PEM); must exist on every executor",
+      field="ssl_truststore_location"),
+    K("ssl.truststore.password", "truststore password (JKS, PKCS12)", SECRET, secret=True,
+      field="ssl_truststore_password"),
+    K("ssl.truststore.certificates", "trusted certificates as PEM text (ssl.truststore.type=PEM; KIP-651)",
+      field="ssl_truststore_certificates"),
+    K("ssl.keystore.type", "JKS, PKCS12 or PEM (default: told from the file)", field="ssl_keystore_type"),
+    K("ssl.keystore.location", "keystore file (JKS, PKCS12 or PEM) with the client key for mutual TLS; must "
+      "exist on every executor", field="ssl_keystore_location"),
+    K("ssl.keystore.password", "keystore password (JKS, PKCS12)", SECRET, secret=True,
+      field="ssl_keystore_password"),
+    K("ssl.keystore.certificate.chain", "client certificate chain as PEM text (ssl.keystore.type=PEM)",
+      field="ssl_keystore_certificate_chain"),
+    K("ssl.keystore.key", "client private key as PEM text (ssl.keystore.type=PEM)", SECRET, secret=True,
+      field="ssl_keystore_key"),
+    K("ssl.protocol", "TLS, TLSv1.3 or TLSv1.2"),
+    K("ssl.keymanager.algorithm", "Java's default (SunX509, PKIX) is accepted and means nothing here; others are "
+      "refused"),
+    K("ssl.trustmanager.algorithm", "Java's default (PKIX, SunX509) is accepted and means nothing here; others are "
+      "refused"),
+    K("ssl.secure.random.implementation", "accepted, means nothing here (OpenSSL's generator is used)"),
+    K("ssl.cipher.suites", "refused: Java cipher suite names; OpenSSL's defaults for TLSv1.2/1.3 are used"),
+    K("ssl.provider", "refused: a JVM security provider"),
+    K("ssl.engine.factory.class", "refused: a Java class"),
+    K("ssl.enabled.protocols", "TLS versions to allow: TLSv1.2,TLSv1.3"),
+    K("sasl.login.callback.handler.class", "OAUTHBEARER: Kafka's OAuthBearerLoginCallbackHandler (the only "
+      "handler understood)"),
+    K("sasl.oauthbearer.token.endpoint.url", "OAUTHBEARER: the OAuth token endpoint (client credentials), or "
+      "file:///path of a token", secret=True),
+    K("sasl.oauthbearer.client.credentials.client.id", "OAUTHBEARER: client id (instead of clientId in "
+      "sasl.jaas.config)", secret=True),
+    K("sasl.oauthbearer.client.credentials.client.secret",
+      "OAUTHBEARER: client secret (instead of clientSecret)", secret=True),
+    K("sasl.oauthbearer.scope", "OAUTHBEARER: scope to ask for (instead of scope in sasl.jaas.config)"),
+    K("sasl.oauthbearer.scope.claim.name", "OAUTHBEARER: the token's scope claim", NONEMPTY, "scope"),
+    K("sasl.oauthbearer.sub.claim.name", "OAUTHBEARER: the token's subject claim", NONEMPTY, "sub"),
+    K("sasl.oauthbearer.header.urlencode",
+      "OAUTHBEARER: URL-encode client id and secret in the Basic header", LENIENT_BOOL, False),
+    K("sasl.login.connect.timeout.ms", "OAUTHBEARER: token endpoint connect timeout", _int(1), 10000),
+    K("sasl.login.read.timeout.ms", "OAUTHBEARER: token endpoint read timeout", _int(1), 30000),
+    K("sasl.login.retry.backoff.ms", "OAUTHBEARER: first wait between token requests", _int(1), 100),
+    K("sasl.login.retry.backoff.max.ms", "OAUTHBEARER: longest wait between token requests", _int(1), 10000),
+    K("sasl.login.refresh.window.factor", "OAUTHBEARER: refresh at this part of the token's lifetime", RATE,
+      0.8),
+    K("sasl.login.refresh.window.jitter", "OAUTHBEARER: plus up to this much, at random", AMOUNT, 0.05),
+    K("sasl.login.refresh.min.period.seconds", "OAUTHBEARER: no sooner than this after the last refresh",
+      _int(0, 900), 60),
+    K("sasl.login.refresh.buffer.seconds", "OAUTHBEARER: no later than this before expiry", _int(0, 3600),
+      300),
+    K("sasl.kerberos.service.name", "refused: GSSAPI (Kerberos) is not supported"),
+    K("client.id", "client id sent to the brokers", TEXT, "kafka-tiered", field="client_id"),
+    K("client.rack", "rack of the client (follower fetching)", TEXT, "", field="client_rack"),
+    K("request.timeout.ms", "broker request timeout", _int(1), 30000, field="request_timeout_ms"),
+    K("socket.connection.setup.timeout.ms", "connect timeout", _int(1), 10000, field="connect_timeout_ms"),
+    K("socket.connection.setup.timeout.max.ms", "connect timeout (Kafka's cap; the same here)", _int(1),
+      10000),
+    K("connections.max.idle.ms", "close idle connections after this", _int(0), 540000,
+      field="connections_max_idle_ms"),
+    K("metadata.max.age.ms", "refresh metadata this often", _int(0), 300000, field="metadata_max_age_ms"),
+    K("retries", "retries of a failed request", _int(0), 5, field="retries"),
+    K("retry.backoff.ms", "first back-off between retries", _int(0), 100, field="retry_backoff_ms"),
+    K("retry.backoff.max.ms", "back-off cap", _int(0), 1000, field="retry_backoff_max_ms"),
+    K("fetch.max.wait.ms", "how long a broker may hold a Fetch", _int(0), 500, field="fetch_max_wait_ms"),
+    K("fetch.min.bytes", "bytes a broker waits for", _int(0), 1, field="fetch_min_bytes"),
+    K("fetch.max.bytes", "bytes per Fetch", _int(1), 52428800, field="fetch_max_bytes"),
+    K("max.partition.fetch.bytes", "bytes per partition per Fetch", _int(1), 1048576,
+      field="max_partition_fetch_bytes"),
+    K("isolation.level", "read_uncommitted (default) or read_committed",
+      choice("IsolationLevel", ISOLATION_LEVELS), "read_uncommitted"),
+)
 
 #: Standard Kafka consumer keys that mean nothing to this client (group management, polling,
 #: deserialisation, buffer tuning).  The client accepts and ignores them so a consumer's

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..errors import ConfigError
-from ..redact import REDACTED, is_secret_key
+from ..redact import REDACTED, Secret, is_secret_key
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -23,6 +23,11 @@ _INTEGER = re.compile(r"^[+-]?[0-9]+$")
 # 1/0 and yes/no spellings their configuration files use.
 STRICT_TRUE, STRICT_FALSE = ("true",), ("false",)
 LENIENT_TRUE, LENIENT_FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def secret(label: str, name: str, raw) -> Secret:
+    """A credential, kept as a :class:`~kafka_tiered_source.redact.Secret` (never shown)."""
+    return Secret(str(raw))
 
 
 def show(name: str, raw) -> str:
