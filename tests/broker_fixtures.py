@@ -1,8 +1,7 @@
 """Shared pytest fixtures and client helpers around the embedded broker (``EmbeddedCluster``).
 
-Use from a test module::
-
-    from broker_fixtures import cluster_factory, tiered_cluster, consume_kafka_python, consume_confluent
+Its fixtures are every test module's (tests/conftest.py registers them): a test takes them as
+parameters; the helpers are imported (``from broker_fixtures import consume_kafka_python``).
 
 ``cluster_factory(**kwargs)`` starts an EmbeddedCluster on a fresh data dir (remote storage in
 ``file://`` under the test's tmp dir unless ``remote_storage`` is given) and stops it at teardown;

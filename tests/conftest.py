@@ -13,6 +13,12 @@ if ROOT not in sys.path:
 # repository so a clone runs its whole suite with nothing beside it.
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "kafka-3.9.1")
 
+# The fixtures every test module may take by name: the embedded brokers (cluster_factory,
+# tiered_cluster, fixture_cluster) and the one local SparkSession (spark).  Registered here
+# rather than imported into each module, where a test's parameter of the same name would
+# shadow the import (pyflakes' F811).
+pytest_plugins = ["broker_fixtures", "spark_session"]
+
 # Every JVM of the suite (Spark drivers, the Connect server, standalone daemons) lives for
 # seconds to minutes: the C1 compiler alone starts a session and runs its first jobs in about
 # two thirds of the time tiered C2 takes (a JIT setting: what runs is the same).  Executors of

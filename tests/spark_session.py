@@ -1,8 +1,8 @@
 """One local[2] SparkSession for every Spark test of the suite.
 
-Use it with ``from spark_session import spark`` (the fixture) in a test module.  The session is
-a process-wide singleton, so importing the fixture into several modules still starts one JVM;
-it is stopped when the test process exits.  Executors run this interpreter
+A test takes it as its ``spark`` parameter (tests/conftest.py registers this module's fixture
+for every test module).  The session is a process-wide singleton, so one JVM serves the whole
+run; it is stopped when the test process exits.  Executors run this interpreter
 (``PYSPARK_PYTHON=sys.executable``) with the repository and ``tests/`` on ``PYTHONPATH``, so
 they import ``kafka_tiered_source`` and test modules, and Spark's data-source lookup finds
 ``pyspark_kafka_tiered``.

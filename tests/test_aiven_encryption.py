@@ -23,7 +23,6 @@ import pytest
 
 from broker_fixtures import import_and_tier, s3_tiered_cluster
 from spark_helpers import arrow_rows, expected_rows, first_difference, read_as_executors, without_manifest_info
-from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3, unique
 
 from kafka_tiered_source import planning

@@ -15,7 +15,6 @@ import threading
 import crc32c
 import pytest
 
-from broker_fixtures import cluster_factory  # noqa: F401  (fixture)
 from kafka_tiered_source.errors import ConfigError, KafkaTieredError
 from kafka_tiered_source.protocol import codec
 from kafka_tiered_source import planning

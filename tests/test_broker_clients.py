@@ -9,11 +9,9 @@ import time
 
 import pytest
 
-from broker_fixtures import (  # noqa: F401  (pytest fixtures)
-    CONSUMERS, FIXTURE_META, FIXTURE_PARTITIONS, PRODUCERS, cluster_factory, consume_confluent,
-    consume_kafka_python, expected_rows, fixture_cluster, fixture_expected, produce_confluent,
-    produce_kafka_python, tiered_cluster,
-)
+from broker_fixtures import (CONSUMERS, FIXTURE_META, FIXTURE_PARTITIONS, PRODUCERS, consume_confluent,
+                             consume_kafka_python, expected_rows, fixture_expected, produce_confluent,
+                             produce_kafka_python)
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 N = 400

@@ -18,10 +18,8 @@ from itertools import pairwise
 
 import pytest
 
-from broker_fixtures import (  # noqa: F401  (pytest fixtures)
-    FIXTURE_META, cluster_factory, consume_confluent, consume_kafka_python, fixture_expected,
-    fixture_segments, tiered_cluster,
-)
+from broker_fixtures import (FIXTURE_META, consume_confluent, consume_kafka_python, fixture_expected,
+                             fixture_segments)
 from conftest import ROOT
 from kafka_tiered_source.ids import uuid_to_str
 from kafka_tiered_source.protocol import codec

@@ -14,13 +14,18 @@ import time
 
 import pytest
 
+import test_faults_broker
 from spark_helpers import read_tasks
 from test_faults_broker import (FETCH, PART, TOPIC, WANT, KafkaProxy, _fetch_with_records,  # noqa: F401
-                                assert_exactly, cluster, options, proxy)
+                                assert_exactly, options)
 
 from kafka_tiered_source import planning
 from kafka_tiered_source.errors import BrokerError
 from kafka_tiered_source.protocol import codec, messages as m
+
+# test_faults_broker's fixtures (orders-0 imported and tiered, and the Kafka-aware proxy in
+# front of it), as this module's own
+cluster, proxy = test_faults_broker.cluster, test_faults_broker.proxy
 
 LIST_OFFSETS = m.ListOffsetsRequest.API_KEY
 UNKNOWN_SERVER_ERROR = -1          # Kafka's Errors.UNKNOWN_SERVER_ERROR: not retriable

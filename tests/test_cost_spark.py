@@ -11,7 +11,6 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from broker_fixtures import s3_tiered_cluster
-from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET
 
 import kafka_tiered_source

@@ -23,7 +23,6 @@ from pyspark.errors import AnalysisException
 
 from broker_fixtures import import_and_tier, s3_tiered_cluster
 from spark_helpers import arrow_rows, expected_rows, load, read_tasks
-from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, Rule, free_port, wait_port
 
 import kafka_tiered_source as kts

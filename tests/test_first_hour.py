@@ -18,8 +18,7 @@ import sys
 
 import pytest
 
-from broker_fixtures import fixture_cluster  # noqa: F401  (fixture)
-from spark_session import ROOT, spark, spark_env  # noqa: F401  (fixture)
+from spark_session import ROOT, spark_env
 
 from kafka_tiered_source import cli
 

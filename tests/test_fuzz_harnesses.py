@@ -16,7 +16,6 @@ import struct
 import pytest
 
 from benchmarks import fuzz_all
-from broker_fixtures import cluster_factory  # noqa: F401  (fixture)
 from kafka_tiered_source.protocol import codec
 from kafka_tiered_source.protocol.messages import REQUESTS, RESPONSES, ApiVersionsRequest, ApiVersionsResponse
 from kafka_tiered_source.protocol.random_values import random_message

@@ -23,7 +23,6 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from broker_fixtures import consume_kafka_python
 from histories import History, rows_of
 from spark_helpers import collect_rows, load, read_tasks
-from spark_session import spark  # noqa: F401  (fixture)
 
 from kafka_tiered_source import planning
 from kafka_tiered_source.errors import ConfigError, OfflinePlanningError

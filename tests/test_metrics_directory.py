@@ -8,7 +8,6 @@ import os
 
 import pytest
 
-from broker_fixtures import FIXTURE_PARTITIONS, fixture_cluster  # noqa: F401  (fixture)
 from kafka_tiered_source.errors import BrokerError
 from kafka_tiered_source.executor.run import run_task
 from kafka_tiered_source.metrics.directory import (collect, default_dir, history, incomplete, parse_records,

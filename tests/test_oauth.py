@@ -18,7 +18,6 @@ import pytest
 
 from broker_fixtures import LIBRDKAFKA_QUIET, consume_confluent, fixture_expected, import_and_tier
 from spark_helpers import arrow_rows, collect_rows, expected_rows, first_difference, load, read_tasks
-from spark_session import spark  # noqa: F401  (fixture)
 from test_bad_input import make_batch
 from tls_material import CA_PEM, TRUSTSTORES, broker_ssl, path, BROKER_PW
 

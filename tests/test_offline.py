@@ -19,7 +19,6 @@ import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, fixture_segments, import_and_tier
 from spark_helpers import arrow_rows, collect_rows, expected_rows, first_difference, load
-from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
 
 from kafka_tiered_source.errors import ConfigError, DataLossError

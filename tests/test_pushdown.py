@@ -20,7 +20,6 @@ from pyspark.errors import AnalysisException
 from broker_fixtures import (FIXTURE_META, FIXTURE_PARTITIONS, expected_rows as produced_rows,
                              file_tiered_cluster, fixture_expected, produce_kafka_python)
 from spark_helpers import collect_rows, first_difference, load
-from spark_session import spark  # noqa: F401  (fixture)
 from timestamp_data import first_at_or_after, fixture_records
 
 import kafka_tiered_source as kts

@@ -22,7 +22,7 @@ import pyspark
 from broker_fixtures import file_tiered_cluster, fixture_expected
 from pushdown_check import AUTO, run_cases
 from pyspark_venvs import RELEASES, ensure
-from spark_session import spark, spark_env  # noqa: F401  (fixture)
+from spark_session import spark_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker_fixtures import FIXTURE_PARTITIONS, fixture_cluster  # noqa: F401  (fixture)
+from broker_fixtures import FIXTURE_PARTITIONS
 from spark_helpers import collect_rows, expected_rows, first_difference, load
-from spark_session import spark  # noqa: F401  (fixture)
 
 import kafka_tiered_source as kts
 from kafka_tiered_source.planning import plan

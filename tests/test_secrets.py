@@ -23,7 +23,6 @@ from pyspark.errors import AnalysisException
 
 import tls_material
 from spark_helpers import load
-from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, MotoS3
 
 import kafka_tiered_source as kts

@@ -14,7 +14,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
-from spark_session import ROOT, spark, spark_env  # noqa: F401  (fixture)
+from spark_session import ROOT, spark_env
 
 import kafka_tiered_source.spark as kts
 from kafka_tiered_source.spark.datasource import KafkaTieredDataSource

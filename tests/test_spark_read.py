@@ -19,7 +19,6 @@ from broker_fixtures import (FIXTURE_PARTITIONS, consume_kafka_python, file_tier
                              fixture_expected, fixture_segments, s3_tiered_cluster)
 from spark_helpers import (arrow_rows, b64, collect_rows, consumer_rows, expected_rows,
                            first_difference, load)
-from spark_session import spark  # noqa: F401  (fixture)
 from storage_servers import S3_KEY_ID, S3_SECRET, Rule
 
 import kafka_tiered_source as kts

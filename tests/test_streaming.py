@@ -9,7 +9,6 @@ import pytest
 
 from broker_fixtures import FIXTURE_PARTITIONS, file_tiered_cluster, produce_kafka_python
 from spark_helpers import b64, expected_rows
-from spark_session import spark  # noqa: F401  (fixture)
 
 import kafka_tiered_source as kts
 from kafka_tiered_source.errors import ConfigError

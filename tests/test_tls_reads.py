@@ -13,7 +13,6 @@ import pytest
 
 from broker_fixtures import LIBRDKAFKA_QUIET, consume_confluent, fixture_expected, import_and_tier
 from spark_helpers import arrow_rows, collect_rows, expected_rows, first_difference, load, read_tasks
-from spark_session import spark  # noqa: F401  (fixture)
 from tls_material import (CA_PEM, KEYSTORES, P12_PW, READER, TRUSTSTORES, broker_ssl, path, self_signed)
 
 import kafka_tiered_source as kts
