@@ -393,7 +393,6 @@ IGNORED_KAFKA_KEYS = frozenset({
 
 BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
 KAFKA_BY_KEY: dict[str, Option] = {o.key: o for o in KAFKA_OPTIONS}
-BUILTIN_BACKENDS = ("s3", "gcs", "azure", "fsspec", "presigned")
 CUSTOM_PREFIX = "remote.storage.custom."   # a remote.storage.fetcher.class's own options
 
 def in_group(*groups: str) -> tuple[Option, ...]:

@@ -176,8 +176,7 @@ class OfflinePlanner:
             tasks = [with_txn(t, lso, lambda topic, p, *rest: located[(topic, p)].aborted_for(topic, p, *rest))
                      for t in tasks]
         keys = [(r.topic, r.partition) for r in ranges]
-        return Plan(tasks, ranges, segments, dict.fromkeys(keys, True),
-                    dict.fromkeys(keys, listing.name))
+        return Plan(tasks, ranges, segments, dict.fromkeys(keys, listing.name))
 
 
     def offsets_for_times(self, stamps: dict) -> dict:

@@ -177,7 +177,7 @@ class Planner:
             lso = {(r.topic, r.partition): r.latest for r in ranges}
             tasks = [with_txn(t, lso, lambda topic, p, *rest: located[(topic, p)].aborted_for(topic, p, *rest))
                      for t in tasks]
-        return Plan(tasks, ranges, segments, direct, locators)
+        return Plan(tasks, ranges, segments, locators)
 
 
 def _log_locators(locators: dict) -> None:

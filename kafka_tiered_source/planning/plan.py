@@ -28,7 +28,6 @@ class Plan:
     tasks: list[ReadTask]
     partitions: list[PartitionRange]
     remote_segments: int = 0
-    direct_supported: dict = field(default_factory=dict)   # (topic, partition) -> bool
     locators: dict = field(default_factory=dict)           # (topic, partition) -> locator name
 
     @property

@@ -296,12 +296,7 @@ _REQUEST_HEADER = build_message_class(Message(
         F("CorrelationId", "int32", "0+"),
         F("ClientId", "string", "1+", nullable="1+", default=None, never_compact=True),
     ]), __name__)
-_RESPONSE_HEADER = build_message_class(Message(
-    "ResponseHeader", -1, "header", valid="0-1", flexible="1+", fields=[
-        F("CorrelationId", "int32", "0+"),
-    ]), __name__)
 RequestHeader = _REQUEST_HEADER
-ResponseHeader = _RESPONSE_HEADER
 
 API_VERSIONS_KEY = 18
 
