@@ -33,10 +33,10 @@ spark35: install
 pyspark-venvs: install
 	$(BIN)/python tests/pyspark_venvs.py
 
-# Lint and types first (ruff, then mypy: seconds; a finding fails the run, both configured in
-# pyproject.toml), then the whole suite with the native decoder,
-# then the tests marked `decoder` again with the pure-Python reference decoder
-# (KAFKA_TIERED_NO_EXTENSIONS=1), as aiokafka does.  Marked are the tests that exercise decoding
+# Lint and types first (ruff, then mypy: under a minute; a finding fails the run, both
+# configured in pyproject.toml), then the whole suite with the native decoder, then the tests
+# marked `decoder` again with the pure-Python reference decoder (KAFKA_TIERED_NO_EXTENSIONS=1),
+# as aiokafka does.  Marked are the tests that exercise decoding
 # (fixtures, codecs, corrupt input, transactions, lz4, batches cut by parts or offsets, the
 # metadata topic, reads through Spark...); a test that only takes bytes a marked test already
 # decodes through Spark, storage, fallback or cost plumbing runs in the native pass only.
@@ -46,8 +46,8 @@ test: install spark35 pyspark-venvs
 	$(BIN)/python -m pytest
 	KAFKA_TIERED_NO_EXTENSIONS=1 $(BIN)/python -m pytest -m "decoder"
 
-# Pyflakes + bugbear over everything (ruff, which `make test` runs first too), and the types of the
-# package (mypy); both configured in pyproject.toml.
+# The first two steps of `make test` alone: pyflakes + bugbear over everything (ruff) and the
+# types of the package (mypy); both configured in pyproject.toml.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
