@@ -344,10 +344,10 @@ def fallback_reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-# Bytes of a fetched part decoded at a time.  A part is a GET (16 MiB); decoding it in one go
-# made Arrow batches of ~250,000 rows for zstd data, and Spark takes a batch only once it is
-# whole: the JVM waited while the Python worker decoded, instead of converting the previous
-# batch meanwhile.  4 MiB gives batches near the 65,536 rows Spark handles fastest.
+# Bytes of a fetched part decoded at a time.  A part is a GET (16 MiB); decoded in one go it
+# would make Arrow batches of ~250,000 rows for zstd data, and Spark takes a batch only once it
+# is whole: the JVM would wait while the Python worker decodes, instead of converting the
+# previous batch meanwhile.  4 MiB gives batches near the 65,536 rows Spark handles fastest.
 DECODE_UNIT = 4 * 1024 * 1024
 
 
