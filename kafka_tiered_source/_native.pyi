@@ -113,7 +113,7 @@ def crc32c_impl() -> str:
 def rlm_select(data: _BytesLike, origin: int, ids: bytes | None, verify_crc: bool,
                decompressed_base: int = -1, decompressed_count: int = 0
                ) -> tuple[list[tuple[int, bytes]], int, int, int, list[tuple[int, int]], int,
-                          tuple[str, int, int] | None]:
+                          tuple[str, int, int] | None, list[tuple[int, bytes | None]], int]:
     """``__remote_log_metadata`` batches -> ``(hits, consumed, next_offset, last_epoch,
-    compressed, passed, error)``: the records whose topic id is one of ``ids`` (16 bytes each;
-    None: every record), see protocol/metadata_select.py."""
+    compressed, passed, error, tombstones, keyed)``: the records whose topic id is one of
+    ``ids`` (16 bytes each; None: every record), see protocol/metadata_select.py."""

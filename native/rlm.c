@@ -67,9 +67,11 @@ static int selected(const uint8_t *v, Py_ssize_t n, const uint8_t *ids, Py_ssize
 
 typedef struct {
     PyObject *hits;         /* [(offset, value bytes)] */
+    PyObject *tombstones;   /* [(offset, key bytes or None)]: every null value, whatever its topic */
     const uint8_t *ids;
     Py_ssize_t nids;
     Py_ssize_t passed;      /* records passed over (other topics' and tombstones) */
+    Py_ssize_t keyed;       /* records with a key (KIP-1266's compacted topic) */
 } kt_selection;
 
 /* The records of one uncompressed batch in c->buf[c->pos, c->end): `count` of them, then
@@ -90,6 +92,7 @@ static int walk_records(kt_cursor *c, int32_t count, int64_t base, kt_selection 
         if (kt_varint(&r, e, "offset delta", &off_delta)) return -1;
         if (kt_varint(&r, e, "key length", &klen)) return -1;
         if (klen < -1) return kt_fail(&r, r.pos - 1, e, "invalid key length %d", (int)klen);
+        const Py_ssize_t kpos = r.pos;
         if (klen > 0) {
             if (kt_need(&r, klen, e, "record key")) return -1;
             r.pos += klen;
@@ -120,6 +123,16 @@ static int walk_records(kt_cursor *c, int32_t count, int64_t base, kt_selection 
             return kt_fail(&r, r.pos, e, "record length %d does not match its fields (%zd bytes)",
                            (int)len, r.pos - (c->pos));
         c->pos = r.end;
+        if (klen >= 0) s->keyed++;
+        if (vlen < 0) {
+            PyObject *t = klen < 0 ? Py_BuildValue("(LO)", (long long)(base + off_delta), Py_None)
+                                   : Py_BuildValue("(Ly#)", (long long)(base + off_delta),
+                                                   (const char *)(r.buf + kpos), (Py_ssize_t)klen);
+            if (!t) return -2;
+            int bad = PyList_Append(s->tombstones, t);
+            Py_DECREF(t);
+            if (bad) return -2;
+        }
         if (vlen < 0 || !selected(r.buf + vpos, vlen, s->ids, s->nids)) {
             s->passed++;
             continue;
@@ -138,7 +151,7 @@ static int walk_records(kt_cursor *c, int32_t count, int64_t base, kt_selection 
 }
 
 /* rlm_select(data, origin, ids, verify_crc, decompressed_base=-1, decompressed_count=0)
- *   -> (hits, consumed, next_offset, last_epoch, compressed, passed, error)
+ *   -> (hits, consumed, next_offset, last_epoch, compressed, passed, error, tombstones, keyed)
  *
  * ids: None (keep every value) or the wanted topic ids, 16 bytes each, sorted.  hits: the kept
  * records, (offset, value).  consumed: bytes of the complete batches walked (a batch cut off by
@@ -146,7 +159,9 @@ static int walk_records(kt_cursor *c, int32_t count, int64_t base, kt_selection 
  * offset of the last complete batch + 1 (-1: none).  last_epoch: that batch's
  * partitionLeaderEpoch (-1: none).  compressed: [(position, size)] of compressed data batches.
  * error: None, or (message, position, base offset) of the first malformed byte, with what came
- * before it in the other fields (the caller raises).
+ * before it in the other fields (the caller raises).  tombstones: (offset, key or None) of every
+ * record with a null value, whatever its topic (the key says which copy it ends).  keyed: how
+ * many records had a key.
  *
  * With decompressed_base >= 0, `data` is instead the decompressed records of one batch with that
  * base offset (origin: the batch's position): decompressed_count records, nothing else. */
@@ -162,8 +177,8 @@ static PyObject *py_rlm_select(PyObject *self, PyObject *args)
         return NULL;
     PyObject *ret = NULL, *compressed = NULL, *err = Py_None;
     uint8_t *ids = NULL;
-    kt_selection s = {PyList_New(0), NULL, 0, 0};
-    if (!s.hits || !(compressed = PyList_New(0))) goto done;
+    kt_selection s = {PyList_New(0), PyList_New(0), NULL, 0, 0, 0};
+    if (!s.hits || !s.tombstones || !(compressed = PyList_New(0))) goto done;
     if (ids_obj != Py_None) {
         char *p;
         Py_ssize_t n;
@@ -255,10 +270,12 @@ static PyObject *py_rlm_select(PyObject *self, PyObject *args)
     } else {
         Py_INCREF(err);
     }
-    ret = Py_BuildValue("(OnLiOnN)", s.hits, pos, next_offset, (int)last_epoch, compressed, s.passed, err);
+    ret = Py_BuildValue("(OnLiOnNOn)", s.hits, pos, next_offset, (int)last_epoch, compressed, s.passed, err,
+                        s.tombstones, s.keyed);
 done:
     free(ids);
     Py_XDECREF(s.hits);
+    Py_XDECREF(s.tombstones);
     Py_XDECREF(compressed);
     PyBuffer_Release(&view);
     return ret;
@@ -267,7 +284,7 @@ done:
 static PyMethodDef rlm_methods[] = {
     {"rlm_select", py_rlm_select, METH_VARARGS,
      "rlm_select(data, origin, ids, verify_crc[, decompressed_base, decompressed_count]) -> "
-     "(hits, consumed, next_offset, last_epoch, compressed, passed, error): the records of "
+     "(hits, consumed, next_offset, last_epoch, compressed, passed, error, tombstones, keyed): the records of "
      "__remote_log_metadata batches whose topic id is wanted"},
     {NULL}};
 

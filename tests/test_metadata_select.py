@@ -47,8 +47,8 @@ def batch(base: int, records: list, codec: int = 0, epoch: int = 3) -> bytes:
     return bytes(data)
 
 
-def log_of(rng: random.Random) -> tuple[bytes, list[tuple[int, bytes | None]]]:
-    """Batches of every shape the topic may hold, and every (offset, value) in them."""
+def log_of(rng: random.Random) -> tuple[bytes, list[tuple[int, bytes | None, bytes | None]]]:
+    """Batches of every shape the topic may hold, and every (offset, key, value) in them."""
     out, rows, offset = b"", [], 0
     names = {tid: f"topic-{n}" * (n * 9 + 1) for n, tid in enumerate(IDS)}   # names of 1 byte to 2-byte lengths
     for n in range(40):
@@ -60,7 +60,7 @@ def log_of(rng: random.Random) -> tuple[bytes, list[tuple[int, bytes | None]]]:
             key = None if rng.random() < 0.5 else f"{uuid.UUID(bytes=tid)}:{k}".encode()
             headers = [("h", b"x")] if rng.random() < 0.1 else []
             records.append((key, value, headers))
-            rows.append((offset + k, value))
+            rows.append((offset + k, key, value))
         codec = rng.choice([0, 0, 0, 1, 2, 3, 4]) if n != 5 else 4
         out += batch(offset, records, codec, epoch=n // 10)
         offset += count
@@ -71,7 +71,7 @@ def log_of(rng: random.Random) -> tuple[bytes, list[tuple[int, bytes | None]]]:
 
 
 def wanted_rows(rows, wanted) -> list[tuple[int, bytes]]:
-    return [(o, v) for o, v in rows if v is not None and (wanted is None or read_frame(v)["tip"][1] in wanted)]
+    return [(o, v) for o, _, v in rows if v is not None and (wanted is None or read_frame(v)["tip"][1] in wanted)]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -81,6 +81,8 @@ def test_the_wanted_topics_records_and_nothing_else(backend, wanted):
     got = select_records(data, wanted, backend=backend)
     assert got.hits == wanted_rows(rows, None if wanted is None else set(wanted))
     assert got.passed == len(rows) - len(got.hits)
+    assert got.tombstones == [(o, k) for o, k, v in rows if v is None] and got.tombstones
+    assert got.keyed == sum(k is not None for _, k, _ in rows)
     assert got.consumed == len(data) and got.next_offset == rows[-1][0] + 1
     assert got.last_epoch == 3
 

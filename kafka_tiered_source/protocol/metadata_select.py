@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Collection
+from typing import Any, Collection
 
 from ..errors import CorruptRecordError
 from ..records import decoder_backend
@@ -31,6 +31,10 @@ _BATCH = struct.Struct(">qiib")           # base offset, length, partition leade
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _H16 = struct.Struct(">h")
+# (hits, consumed, next offset or -1, last epoch, compressed batches, passed, error or None,
+#  tombstones, keyed)
+_Walk = tuple[list[tuple[int, bytes]], int, int, int, list[tuple[int, int]], int, "tuple[str, int, int] | None",
+              list[tuple[int, "bytes | None"]], int]
 
 
 @dataclass
@@ -41,15 +45,19 @@ class Selected:
     the complete batches walked (a batch cut off by the end of the input is left for the next
     fetch).  ``next_offset``: the last offset of the last complete batch + 1 (None: no batch).
     ``last_epoch``: that batch's partitionLeaderEpoch (-1: none).  ``passed``: records passed
-    over (other topics', tombstones)."""
+    over (other topics', tombstones).  ``tombstones``: ``(offset, key)`` of every record with a
+    null value, whatever its topic (KIP-1266: the key names the copy it ends).  ``keyed``: how
+    many records had a key (a KIP-1266 topic, compacted)."""
     hits: list[tuple[int, bytes]] = field(default_factory=list)
     consumed: int = 0
     next_offset: int | None = None
     last_epoch: int = -1
     passed: int = 0
+    tombstones: list[tuple[int, bytes | None]] = field(default_factory=list)
+    keyed: int = 0
 
 
-def select_records(data, wanted: Collection[bytes] | None, *, origin: int = 0, verify_crc: bool = True,
+def select_records(data: Any, wanted: Collection[bytes] | None, *, origin: int = 0, verify_crc: bool = True,
                    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
                    backend: str | None = None) -> Selected:
     """The records of ``data`` (consecutive v2 batches, e.g. a Fetch answer) whose topic id is
@@ -62,7 +70,8 @@ def select_records(data, wanted: Collection[bytes] | None, *, origin: int = 0, v
         raise ValueError("topic ids are 16 bytes each")
     walk = _native_walk if (backend or decoder_backend()) == "native" else _python_walk
     mv = data if isinstance(data, memoryview) else memoryview(data)
-    hits, consumed, next_offset, last_epoch, compressed, passed, error = walk(mv, origin, ids, verify_crc, -1, 0)
+    hits, consumed, next_offset, last_epoch, compressed, passed, error, tombstones, keyed = walk(
+        mv, origin, ids, verify_crc, -1, 0)
     for pos, size in compressed:
         base = _BATCH.unpack_from(mv, pos)[0]
         records = decompress(mv[pos + ATTRIBUTES_OFFSET + 1] & CODEC_MASK, mv[pos + HEADER_SIZE:pos + size],
@@ -74,15 +83,18 @@ def select_records(data, wanted: Collection[bytes] | None, *, origin: int = 0, v
             break
         hits += got[0]
         passed += got[5]
+        tombstones += got[7]
+        keyed += got[8]
     if error is not None:
         message, position, base_offset = error
         raise CorruptRecordError(message, position=position, base_offset=base_offset)
     if compressed:
         hits.sort(key=lambda h: h[0])
-    return Selected(hits, consumed, None if next_offset < 0 else next_offset, last_epoch, passed)
+        tombstones.sort(key=lambda h: h[0])
+    return Selected(hits, consumed, None if next_offset < 0 else next_offset, last_epoch, passed, tombstones, keyed)
 
 
-def _native_walk(data, origin, ids, verify_crc, dbase, dcount):
+def _native_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, dbase: int, dcount: int) -> _Walk:
     from .. import _native
     return _native.rlm_select(data, origin, ids, verify_crc, dbase, dcount)
 
@@ -97,7 +109,7 @@ class _Reader:
 
     __slots__ = ("buf", "pos", "end", "origin", "decompressed")
 
-    def __init__(self, buf, pos: int, end: int, origin: int, decompressed: bool):
+    def __init__(self, buf: Any, pos: int, end: int, origin: int, decompressed: bool):
         self.buf, self.pos, self.end, self.origin, self.decompressed = buf, pos, end, origin, decompressed
 
     def fail(self, at: int, message: str) -> _Bad:
@@ -130,7 +142,7 @@ class _Reader:
         return at
 
 
-def _walk_records(r: _Reader, count: int, base: int, ids, hits: list, passed: int) -> int:
+def _walk_records(r: _Reader, count: int, base: int, ids: bytes | None, out: "_Out") -> None:
     for _ in range(count):
         start = r.pos
         length = r.varint("record length")
@@ -144,7 +156,7 @@ def _walk_records(r: _Reader, count: int, base: int, ids, hits: list, passed: in
         klen = rec.varint("key length")
         if klen < -1:
             raise rec.fail(rec.pos - 1, f"invalid key length {klen}")
-        rec.skip(klen, "record key")
+        kpos = rec.skip(klen, "record key")
         vlen = rec.varint("value length")
         if vlen < -1:
             raise rec.fail(rec.pos - 1, f"invalid value length {vlen}")
@@ -165,14 +177,25 @@ def _walk_records(r: _Reader, count: int, base: int, ids, hits: list, passed: in
         if rec.pos != rec.end:
             raise rec.fail(rec.pos, f"record length {length} does not match its fields ({rec.pos - body} bytes)")
         r.pos = rec.end
+        out.keyed += klen >= 0
         value = None if vlen < 0 else bytes(r.buf[vpos:vpos + vlen])
+        if value is None:
+            out.tombstones.append((base + delta, None if klen < 0 else bytes(r.buf[kpos:kpos + klen])))
         if value is None or not _selected(value, ids):
-            passed += 1
+            out.passed += 1
         else:
-            hits.append((base + delta, value))
+            out.hits.append((base + delta, value))
     if r.pos != r.end:
         raise r.fail(r.pos, f"{r.end - r.pos} bytes after the last of the batch's {count} records")
-    return passed
+
+
+class _Out:
+    __slots__ = ("hits", "tombstones", "passed", "keyed")
+
+    def __init__(self) -> None:
+        self.hits: list[tuple[int, bytes]] = []
+        self.tombstones: list[tuple[int, bytes | None]] = []
+        self.passed = self.keyed = 0
 
 
 def _selected(value: bytes, ids: bytes | None) -> bool:
@@ -182,17 +205,16 @@ def _selected(value: bytes, ids: bytes | None) -> bool:
     return tid is None or any(ids[i:i + 16] == tid for i in range(0, len(ids), 16))
 
 
-def _python_walk(data, origin, ids, verify_crc, dbase, dcount):
+def _python_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, dbase: int, dcount: int) -> _Walk:
     import crc32c
-    hits: list = []
-    passed = 0
+    out = _Out()
     n = len(data)
     pos, next_offset, last_epoch, base = 0, -1, -1, 0
     compressed: list = []
     try:
         if dbase >= 0:
             base = dbase
-            passed = _walk_records(_Reader(data, 0, n, origin, True), dcount, dbase, ids, hits, passed)
+            _walk_records(_Reader(data, 0, n, origin, True), dcount, dbase, ids, out)
             pos = n
         while dbase < 0 and n - pos >= LOG_OVERHEAD:
             r = _Reader(data, pos, n, origin, False)
@@ -221,11 +243,13 @@ def _python_walk(data, origin, ids, verify_crc, dbase, dcount):
                 elif count < 0:
                     raise r.fail(pos + 57, f"invalid record count {count}")
                 else:
-                    passed = _walk_records(_Reader(data, pos + HEADER_SIZE, pos + size, origin, False), count,
-                                           base, ids, hits, passed)
+                    _walk_records(_Reader(data, pos + HEADER_SIZE, pos + size, origin, False), count, base, ids,
+                                  out)
             next_offset, last_epoch = base + last_delta + 1, epoch
             pos += size
     except _Bad as bad:
         message, position = bad.args
-        return hits, pos, next_offset, last_epoch, compressed, passed, (message, position, base)
-    return hits, pos, next_offset, last_epoch, compressed, passed, None
+        error: tuple[str, int, int] | None = (message, position, base)
+    else:
+        error = None
+    return out.hits, pos, next_offset, last_epoch, compressed, out.passed, error, out.tombstones, out.keyed
