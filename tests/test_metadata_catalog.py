@@ -138,6 +138,11 @@ def test_later_plans_read_only_what_was_written_since(cluster, tmp_path):
     again = last(cluster, t)
     assert (again.start, again.applied, rows) == (first.next_offset, 0, t.rows())
 
+    for p in range(4):        # a topic whose events the catalog passed over: read from the start
+        plan, rows = read(cluster, other, tmp_path, p=p)
+        assert last(cluster, other, p).start == 0 or p > 0
+        assert rows == other.rows(p) and segments_of(plan, p) == other.tiered(p)
+
     t.tier(2)                                                   # new segments after the catalog read
     plan, rows = read(cluster, t, tmp_path)
     more = last(cluster, t)
@@ -266,6 +271,22 @@ def test_a_metadata_topic_truncated_by_an_unclean_election_is_read_again(tmp_pat
             known = {cp.segment_id for cp in catalog(c).partition(t.topic_id, 0).readable()}
             assert known == {first, third} and segments_of(plan) == known
             assert rows == t.rows() and plan.broker_ranges
+
+
+def test_a_metadata_log_start_past_the_position_is_read_again(tmp_path, caplog):
+    with new_cluster(tmp_path / "c", partitions=1) as c:
+        t = Topic(c, "expired")
+        t.tier(2)                                   # metadata offsets 0-3
+        read(c, t, tmp_path / "cache")
+        t.tier(2)                                   # 4-7
+        c.delete_records(META, 0, 6)                # retention on the metadata topic: 0-5 gone unread
+        CATALOGS.clear()
+        with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.planning.catalog"):
+            plan, rows = read(c, t, tmp_path / "cache")
+        assert any("log start offset 6 is past the position 4" in r.getMessage() for r in caplog.records)
+        assert last(c, t).start == 6 and rows == t.rows()
+        newest = max(c.remote_segments(t.name, 0), key=lambda s: s.base_offset).segment_id
+        assert segments_of(plan) == {newest}        # what a reader from the log start knows
 
 
 def test_a_metadata_topic_deleted_and_made_again_is_another_catalog(tmp_path):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
 
 from ..errors import BrokerError, ConfigError
 from ..ids import uuid_from_str
-from ..model import EARLIEST
+from ..model import EARLIEST, LATEST
 from ..protocol import remote_log_metadata as rlm
 from ..protocol.metadata_select import select_records
 from ..storage.segment import RemoteSegment
@@ -94,19 +94,18 @@ def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Coll
             res = client.fetch(topic, mp, offset, max_bytes=SCAN_BYTES, partition_max_bytes=SCAN_BYTES,
                                max_wait_ms=0, min_bytes=0, isolation_level=0)
         except BrokerError as exc:
-            if start is not None and exc.error_name == "OFFSET_OUT_OF_RANGE":
-                raise Discontinuity(f"offset {offset} is out of its range now") from None
-            raise
+            if start is None or exc.error_name != "OFFSET_OUT_OF_RANGE":
+                raise
+            # Kafka refuses a fetch below the log start or past the log end: say which
+            listed = client.list_offsets(topic, {mp: EARLIEST}, isolation_level=0)[mp].offset
+            _check_range(start, listed, client.list_offsets(topic, {mp: LATEST}, isolation_level=0)[mp].offset,
+                         high_watermark)
+            raise Discontinuity(f"the position {start} is out of its range") from None
         if hw < 0:
             part = res.partition
             hw, log_start = part.high_watermark, part.log_start_offset
             if start is not None:
-                if log_start > start:
-                    raise Discontinuity(f"its log start offset {log_start} is past the position {start} "
-                                        f"(records were deleted before they were read)")
-                if hw < start or hw < high_watermark:
-                    raise Discontinuity(f"its high watermark {hw} is below the position {start} or the "
-                                        f"high watermark {high_watermark} seen before (the log was truncated)")
+                _check_range(start, log_start, hw, high_watermark)
         got = select_records(res.records or b"", wanted)
         tombstones = iter(t for t in got.tombstones if t[0] >= offset)
         tomb = next(tombstones, None)
@@ -129,6 +128,17 @@ def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Coll
             break
     state.positions[mp] = offset
     return Replayed(offset, last_epoch, log_start, hw, applied, passed, first, keyed)
+
+
+def _check_range(start: int, log_start: int, hw: int, seen_hw: int) -> None:
+    """A position read on from must lie in ``[log start, high watermark]``, and the high
+    watermark must not have gone down since it was seen (``seen_hw``)."""
+    if log_start > start:
+        raise Discontinuity(f"its log start offset {log_start} is past the position {start} "
+                            f"(records were deleted before they were read)")
+    if hw < start or hw < seen_hw:
+        raise Discontinuity(f"its high watermark {hw} is below the position {start} or the "
+                            f"high watermark {seen_hw} seen before (the log was truncated)")
 
 
 def _tombstone(state: RemoteLogState, tomb: tuple[int, bytes | None], wanted: Collection[bytes] | None,
