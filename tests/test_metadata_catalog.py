@@ -88,7 +88,8 @@ class Topic:
 
 
 def read(c, topic: Topic, cache, *, refresh: bool = False, p: int = 0):
-    """Plan ``topic`` through the metadata topic and read it: ``(plan, rows of partition p)``."""
+    """Plan ``topic`` through the metadata topic and read it: ``(plan, rows of partition p)``;
+    ``cache``: the catalog's snapshot directory (a path, a URL, or "none")."""
     opts = ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": topic.name,
                               "remote.storage.uri": f"file://{c.remote_dir}",
                               "remote.segment.locator": "metadata-topic", "fetch.remote.fallback": "never",
@@ -344,6 +345,58 @@ def test_kip1266_keys_tombstones_and_compaction_replay_to_the_same_state(tmp_pat
             plan, rows = read(c, t, cache)
         assert any("cannot read" in r.getMessage() and RESCAN in r.getMessage() for r in caplog.records)
         assert last(c, t).start == 0 and rows == t.rows()
+
+
+@pytest.mark.parametrize("where", ["none", "memory://kt-cache-test"])
+def test_no_snapshots_or_an_fsspec_url_for_a_shared_cache(cluster, tmp_path, where):
+    import fsspec
+    t = Topic(cluster, f"where-{where.split(':')[0]}")
+    t.tier(2)
+    read(cluster, t, where)
+    CATALOGS.clear()
+    t.tier(1)
+    plan, rows = read(cluster, t, where)
+    assert rows == t.rows() and segments_of(plan) == t.tiered()
+    shared = fsspec.filesystem("memory").find("/kt-cache-test")
+    if where == "none":
+        assert last(cluster, t).start == 0 and not os.listdir(tmp_path)
+    else:                                  # the second "process" read on from the shared snapshot
+        assert last(cluster, t).start > 0 and [p for p in shared if p.endswith("/0.json")]
+
+
+def test_concurrent_writers_never_leave_half_a_snapshot(tmp_path):
+    import threading
+    from kafka_tiered_source.planning.catalog_snapshots import SnapshotStore
+    for location in (str(tmp_path), "memory://kt-concurrent"):
+        store = SnapshotStore(location)
+        path = store.path("cluster", META, "AAAAAAAAAAAAAAAAAAAAAQ", 0)
+        docs = [{"format": 1, "writer": w, "payload": "x" * (1000 * (w + 1))} for w in range(4)]
+        seen, errors, stop = [], [], threading.Event()
+
+        def write(doc):
+            for _ in range(40):
+                if not store.save(path, doc):
+                    errors.append("not written")
+
+        def read_all():
+            while not stop.is_set():
+                try:
+                    got = store.load(path)        # a torn read: SnapshotError
+                except Exception as exc:
+                    errors.append(exc)
+                    return
+                if got is not None:
+                    seen.append(got["writer"])
+        reader = threading.Thread(target=read_all)
+        reader.start()
+        writers = [threading.Thread(target=write, args=(d,)) for d in docs]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
+        stop.set()
+        reader.join()
+        assert not errors and seen and set(seen) <= {0, 1, 2, 3} and store.load(path)["writer"] in {0, 1, 2, 3}
 
 
 # ---------------------------------------------------------------------------------------------

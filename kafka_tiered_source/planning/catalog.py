@@ -153,7 +153,7 @@ class MetadataCatalog:
         part = None if refresh else self._parts.get(mp)
         source = "this process's catalog"
         if part is None and store is not None and not refresh:
-            part, source = self._load(store, mp), f"the snapshot {store.path(*self._name(mp))}"
+            part, source = self._load(store, mp), f"the snapshot {store.shown_path(store.path(*self._name(mp)))}"
             if part is not None:
                 part.saved[store.location] = part.follow.read_ms
         if refresh:
@@ -245,12 +245,14 @@ class MetadataCatalog:
                 if tid not in follow.topics or self.metadata_partition(tid, p) != mp:
                     raise SnapshotError(f"holds {tid} partition {p}, which partition {mp} does not follow")
         except SnapshotError as exc:
-            _rescan(f"{self.topic}-{mp}", f"the snapshot {path}", str(exc))
+            _rescan(f"{self.topic}-{mp}", f"the snapshot {store.shown_path(path)}", str(exc))
             return None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            _rescan(f"{self.topic}-{mp}", f"the snapshot {path}", f"is malformed ({type(exc).__name__}: {exc})")
+            _rescan(f"{self.topic}-{mp}", f"the snapshot {store.shown_path(path)}",
+                    f"is malformed ({type(exc).__name__}: {exc})")
             return None
-        log.debug("kafka-tiered: %s-%d from the snapshot %s (position %d)", self.topic, mp, path, position)
+        log.debug("kafka-tiered: %s-%d from the snapshot %s (position %d)", self.topic, mp, store.shown_path(path),
+                  position)
         return _Part(follow, state)
 
 

@@ -72,8 +72,6 @@ class SnapshotStore:
 
     def __init__(self, location: str):
         self.location = location.rstrip("/") if "://" in location else location
-        self._fs: Any = None
-        self._root = ""
 
     @classmethod
     def from_option(cls, value: str | None) -> "SnapshotStore | None":
@@ -90,24 +88,26 @@ class SnapshotStore:
         """The location as logs may show it (no user-info, no query string)."""
         return (redact_url(self.location) or "") if "://" in self.location else self.location
 
+    def shown_path(self, path: str) -> str:
+        """``path`` as logs may show it."""
+        return path if self.local else (redact_url(path) or "")
+
     @property
     def local(self) -> bool:
         return "://" not in self.location or self.location.startswith("file://")
 
     def path(self, cluster_id: str, topic: str, topic_id: str, partition: int) -> str:
+        """Where the snapshot of that metadata partition is: a local path, or a URL."""
         rel = ("remote-log-metadata", _component(cluster_id), _component(f"{topic}-{topic_id}"),
                f"{int(partition)}.json")
         if self.local:
             root = self.location[len("file://"):] if self.location.startswith("file://") else self.location
             return os.path.join(os.path.expanduser(root), *rel)
-        return "/".join((self._filesystem()[1], *rel))
+        return "/".join((self.location, *rel))
 
-    def _filesystem(self) -> tuple[Any, str]:
-        if self._fs is None:
-            import fsspec
-            self._fs, self._root = fsspec.core.url_to_fs(self.location)
-            self._root = self._root.rstrip("/")
-        return self._fs, self._root
+    def _filesystem(self, url: str) -> tuple[Any, str]:
+        import fsspec
+        return fsspec.core.url_to_fs(url)
 
     # -- reading
     def load(self, path: str) -> dict | None:
@@ -118,10 +118,11 @@ class SnapshotStore:
                 with open(path, "rb") as f:
                     raw = f.read()
             else:
-                raw = self._filesystem()[0].cat_file(path)
+                fs, where = self._filesystem(path)
+                raw = fs.cat_file(where)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
+        except Exception as exc:   # any backend's failure (no such fsspec backend installed, ...)
             raise SnapshotError(f"cannot be read ({type(exc).__name__}: {exc})") from None
         return parse(raw)
 
@@ -142,9 +143,9 @@ class SnapshotStore:
                     if os.path.exists(tmp):
                         os.remove(tmp)
             else:
-                fs = self._filesystem()[0]
-                fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-                fs.pipe_file(path, data)      # one PUT: the object is replaced whole
+                fs, where = self._filesystem(path)
+                fs.makedirs(where.rsplit("/", 1)[0], exist_ok=True)
+                fs.pipe_file(where, data)      # one PUT: the object is replaced whole
             return True
         except Exception as exc:   # any backend's failure: a rescan later, never a failed plan
             if self.location not in _warned:
