@@ -364,39 +364,39 @@ def test_no_snapshots_or_an_fsspec_url_for_a_shared_cache(cluster, tmp_path, whe
         assert last(cluster, t).start > 0 and [p for p in shared if p.endswith("/0.json")]
 
 
-def test_concurrent_writers_never_leave_half_a_snapshot(tmp_path):
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_concurrent_writers_never_leave_half_a_snapshot(tmp_path, where):
     import threading
     from kafka_tiered_source.planning.catalog_snapshots import SnapshotStore
-    for location in (str(tmp_path), "memory://kt-concurrent"):
-        store = SnapshotStore(location)
-        path = store.path("cluster", META, "AAAAAAAAAAAAAAAAAAAAAQ", 0)
-        docs = [{"format": 1, "writer": w, "payload": "x" * (1000 * (w + 1))} for w in range(4)]
-        seen, errors, stop = [], [], threading.Event()
+    store = SnapshotStore(str(tmp_path) if where == "local" else "memory://kt-concurrent")
+    path = store.path("cluster", META, "AAAAAAAAAAAAAAAAAAAAAQ", 0)
+    docs = [{"format": 1, "writer": w, "payload": "x" * (1000 * (w + 1))} for w in range(4)]
+    seen, errors, stop = [], [], threading.Event()
 
-        def write(doc):
-            for _ in range(40):
-                if not store.save(path, doc):
-                    errors.append("not written")
+    def write(doc):
+        for _ in range(40):
+            if not store.save(path, doc):
+                errors.append("not written")
 
-        def read_all():
-            while not stop.is_set():
-                try:
-                    got = store.load(path)        # a torn read: SnapshotError
-                except Exception as exc:
-                    errors.append(exc)
-                    return
-                if got is not None:
-                    seen.append(got["writer"])
-        reader = threading.Thread(target=read_all)
-        reader.start()
-        writers = [threading.Thread(target=write, args=(d,)) for d in docs]
-        for w in writers:
-            w.start()
-        for w in writers:
-            w.join()
-        stop.set()
-        reader.join()
-        assert not errors and seen and set(seen) <= {0, 1, 2, 3} and store.load(path)["writer"] in {0, 1, 2, 3}
+    def read_all():
+        while not stop.is_set():
+            try:
+                got = store.load(path)            # a torn read: SnapshotError
+            except Exception as exc:
+                errors.append(exc)
+                return
+            if got is not None:
+                seen.append(got["writer"])
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    writers = [threading.Thread(target=write, args=(d,)) for d in docs]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    stop.set()
+    reader.join()
+    assert not errors and seen and set(seen) <= {0, 1, 2, 3} and store.load(path)["writer"] in {0, 1, 2, 3}
 
 
 # ---------------------------------------------------------------------------------------------
