@@ -47,8 +47,11 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def fresh_process():
-    """Each test starts as a new process would: no catalog in memory."""
+def fresh_process(monkeypatch):
+    """Each test starts as a new process would: no catalog in memory; snapshots written as soon
+    as they move on (test_snapshots_that_only_moved_on_are_written_at_most_every_30_s: when not)."""
+    from kafka_tiered_source.planning import catalog as module
+    monkeypatch.setattr(module, "SNAPSHOT_INTERVAL_MS", 0)
     CATALOGS.clear()
     yield
     CATALOGS.clear()
@@ -345,6 +348,26 @@ def test_kip1266_keys_tombstones_and_compaction_replay_to_the_same_state(tmp_pat
             plan, rows = read(c, t, cache)
         assert any("cannot read" in r.getMessage() and RESCAN in r.getMessage() for r in caplog.records)
         assert last(c, t).start == 0 and rows == t.rows()
+
+
+def test_snapshots_that_only_moved_on_are_written_at_most_every_30_s(cluster, tmp_path, monkeypatch):
+    from kafka_tiered_source.planning import catalog as module
+    monkeypatch.setattr(module, "SNAPSHOT_INTERVAL_MS", 30_000)
+    t = Topic(cluster, "throttled")
+    t.tier(1)
+    read(cluster, t, tmp_path)                         # a read from the start: written at once
+    path = snapshot_path(cluster, t, tmp_path)
+    first = parse(open(path, "rb").read())
+    t.tier(1)
+    read(cluster, t, tmp_path)                         # moved on seconds later: not yet
+    assert parse(open(path, "rb").read()) == first
+    clock = module._now_ms
+    monkeypatch.setattr(module, "_now_ms", lambda: clock() + 31_000)
+    t.tier(1)
+    read(cluster, t, tmp_path)
+    later = parse(open(path, "rb").read())
+    assert later["state"]["positions"] != first["state"]["positions"]
+    assert later["state"]["positions"]["0"] == last(cluster, t).next_offset
 
 
 @pytest.mark.parametrize("where", ["none", "memory://kt-cache-test"])

@@ -54,6 +54,10 @@ log = logging.getLogger(__name__)
 
 # Kafka's default delete.retention.ms: how long a compacted topic keeps a tombstone after cleaning.
 TOMBSTONE_RETENTION_MS = 24 * 3600 * 1000
+# A snapshot that only moved on is written at most this often (a stream plans every few seconds,
+# and a topic of many copies makes a large snapshot); one made by reading from the start is
+# written at once.  An older snapshot costs the next process the records since, nothing else.
+SNAPSHOT_INTERVAL_MS = 30_000
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,8 @@ class Follow:
 class _Part:
     follow: Follow
     state: RemoteLogState
-    # snapshot locations holding this very state -> when it was read, as written there
-    saved: dict[str, int] = field(default_factory=dict)
+    written: dict[str, int] = field(default_factory=dict)   # snapshot location -> when it was written (ms)
+    current: set[str] = field(default_factory=set)          # the locations holding this very state
 
 
 class MetadataCatalog:
@@ -155,7 +159,8 @@ class MetadataCatalog:
         if part is None and store is not None and not refresh:
             part, source = self._load(store, mp), f"the snapshot {store.shown_path(store.path(*self._name(mp)))}"
             if part is not None:
-                part.saved[store.location] = part.follow.read_ms
+                part.written[store.location] = part.follow.read_ms
+                part.current.add(store.location)
         if refresh:
             log.info("kafka-tiered: reading %s from its start (refresh)", where)
         topics = set(wanted) | set(part.follow.topics if part is not None else ())
@@ -177,30 +182,37 @@ class MetadataCatalog:
                            last_epoch=part.follow.last_epoch, high_watermark=part.follow.high_watermark)
             except Discontinuity as exc:
                 _rescan(where, source, str(exc))
+        fresh = r is None or part is None
         if r is None or part is None:
             part = _Part(Follow(()), RemoteLogState())
             r = replay(client, self.topic, mp, part.state, ids, start=None)
         keyed = r.keyed or part.follow.keyed     # a part started over has an empty follow
         part.follow = Follow(tuple(sorted(topics)), leader_epoch, r.last_epoch, r.log_start, r.high_watermark,
-                             keyed, int(time.time() * 1000))
+                             keyed, _now_ms())
         self._parts[mp] = part
         self.last[mp] = r
         log.debug("kafka-tiered: %s read from %d to %d (%d records replayed, %d passed over)", where, r.start,
                   r.next_offset, r.applied, r.passed)
         if before != (replace(part.follow, read_ms=0), part.state.positions.get(mp)):
-            part.saved.clear()
+            part.current.clear()
         if store is not None:
-            saved = part.saved.get(store.location)
-            # a compacted partition's snapshot says when it was read: kept fresh within the hour
-            if saved is None or (keyed and part.follow.read_ms - saved > 3_600_000):
-                if store.save(store.path(*self._name(mp)), self._snapshot(mp, part)):
-                    part.saved[store.location] = part.follow.read_ms
+            self._save(store, mp, part, fresh)
+
+    def _save(self, store: SnapshotStore, mp: int, part: _Part, fresh: bool) -> None:
+        loc, now = store.location, part.follow.read_ms
+        since = now - part.written.get(loc, -SNAPSHOT_INTERVAL_MS - 1)
+        due = fresh or loc not in part.written or (loc not in part.current and since >= SNAPSHOT_INTERVAL_MS)
+        # a compacted partition's snapshot says when it was read: kept within the hour
+        if due or (part.follow.keyed and since > 3_600_000):
+            if store.save(store.path(*self._name(mp)), self._snapshot(mp, part)):
+                part.written[loc] = now
+                part.current.add(loc)
 
     def _diverged(self, client: Any, mp: int, part: _Part, leader_epoch: int) -> str | None:
         """Why the log of ``mp`` may no longer be the one read up to the position: a leadership
         change that truncated it, or a compacted topic read too long ago (None: it is)."""
         f, position = part.follow, part.state.positions.get(mp)
-        age = int(time.time() * 1000) - f.read_ms
+        age = _now_ms() - f.read_ms
         if f.keyed and age > TOMBSTONE_RETENTION_MS:
             return (f"it is compacted (KIP-1266) and was read {age / 3_600_000:.1f} h ago: tombstones of copies "
                     f"deleted since may be gone (kept {TOMBSTONE_RETENTION_MS // 3_600_000} h by default)")
@@ -224,7 +236,7 @@ class MetadataCatalog:
                 "partitions": self.partitions, "partition": mp}
 
     def _snapshot(self, mp: int, part: _Part) -> dict:
-        return {"format": FORMAT, **self._identity(mp), "written_ms": int(time.time() * 1000),
+        return {"format": FORMAT, **self._identity(mp), "written_ms": _now_ms(),
                 "follow": part.follow.to_dict(), "state": part.state.to_dict()}
 
     def _load(self, store: SnapshotStore, mp: int) -> _Part | None:
@@ -254,6 +266,10 @@ class MetadataCatalog:
         log.debug("kafka-tiered: %s-%d from the snapshot %s (position %d)", self.topic, mp, store.shown_path(path),
                   position)
         return _Part(follow, state)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _rescan(where: str, source: str, why: str) -> None:
