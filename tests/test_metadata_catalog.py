@@ -307,7 +307,7 @@ def test_a_metadata_topic_deleted_and_made_again_is_another_catalog(tmp_path):
         assert len(dirs) == 2                       # a snapshot per incarnation of the topic
 
 
-def test_kip1266_keys_tombstones_and_compaction_replay_to_the_same_state(tmp_path, caplog):
+def test_kip1266_keys_tombstones_and_compaction_replay_to_the_same_state(tmp_path, caplog, monkeypatch):
     with new_cluster(tmp_path / "c", partitions=1, kip1266=True) as c:
         t = Topic(c, "compacted")
         t.tier(4)
@@ -347,6 +347,17 @@ def test_kip1266_keys_tombstones_and_compaction_replay_to_the_same_state(tmp_pat
         with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.planning.catalog"):
             plan, rows = read(c, t, cache)
         assert any("cannot read" in r.getMessage() and RESCAN in r.getMessage() for r in caplog.records)
+        assert last(c, t).start == 0 and rows == t.rows()
+
+        # a day later the tombstones of copies deleted since may be gone: not read on from
+        from kafka_tiered_source.planning import catalog as module
+        clock = module._now_ms
+        monkeypatch.setattr(module, "_now_ms", lambda: clock() + 25 * 3_600_000)
+        CATALOGS.clear()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.planning.catalog"):
+            plan, rows = read(c, t, cache)
+        assert any("compacted" in r.getMessage() and RESCAN in r.getMessage() for r in caplog.records)
         assert last(c, t).start == 0 and rows == t.rows()
 
 
