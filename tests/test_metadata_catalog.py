@@ -293,6 +293,24 @@ def test_a_metadata_log_start_past_the_position_is_read_again(tmp_path, caplog):
         assert segments_of(plan) == {newest}        # what a reader from the log start knows
 
 
+def test_a_record_that_cannot_be_read_fails_the_plan_naming_it_and_nothing_half_read_stays(tmp_path):
+    from kafka_tiered_source.errors import ProtocolError
+    from kafka_tiered_source.ids import uuid_from_str
+    from kafka_tiered_source.testing.rlmm import record_batch
+    with new_cluster(tmp_path / "c", partitions=1) as c:
+        t = Topic(c, "unreadable")
+        t.tier(1)
+        read(c, t, tmp_path / "cache")
+        t.tier(1)                                   # offsets 2-3, then a record of the topic cut short
+        name = t.name.encode()
+        c.append(META, 0, record_batch(bytes([1, 0, 0, len(name) + 1]) + name + uuid_from_str(t.topic_id) + b"\x01",
+                                       1_700_000_000_000))
+        with pytest.raises(ProtocolError) as info:
+            read(c, t, tmp_path / "cache")
+        assert f"{META}-0 offset 4" in str(info.value)
+        assert catalog(c).position(0) is None       # the partition is read again, not half of it twice
+
+
 def test_a_metadata_topic_deleted_and_made_again_is_another_catalog(tmp_path):
     with new_cluster(tmp_path / "c", partitions=1) as c:
         t = Topic(c, "remade")

@@ -148,8 +148,14 @@ class MetadataCatalog:
         with self._lock:
             for mp in sorted(wanted):
                 leader = leaders.get(mp)
-                self._follow(client, mp, wanted[mp], leader.leader_epoch if leader is not None else -1,
-                             store, refresh)
+                try:
+                    self._follow(client, mp, wanted[mp], leader.leader_epoch if leader is not None else -1,
+                                 store, refresh)
+                except BaseException:
+                    # a replay cut short (a broker error, a corrupt record) may have applied part
+                    # of what it read: forget the partition rather than apply that part twice
+                    self._parts.pop(mp, None)
+                    raise
 
     def _follow(self, client: Any, mp: int, wanted: set[str], leader_epoch: int, store: SnapshotStore | None,
                 refresh: bool) -> None:
