@@ -5,9 +5,11 @@ follow a log from a position: compaction, and truncation by an unclean leader el
   segments (the active one is never cleaned), a record is kept only if no later record of the
   log has its key; tombstones (null values) go as well once ``delete.retention.ms`` has passed
   (``remove_tombstones``).  Offsets never change: what is removed leaves gaps.  A batch keeps
-  its base offset, timestamps and last offset delta (MemoryRecords.filterTo, which overrides
-  the rebuilt batch's last offset with the original's); a batch left empty goes (no producer
-  state to keep: the records of ``__remote_log_metadata``'s producer carry no producer id).
+  its base offset and last offset (MemoryRecords.filterTo overrides the rebuilt batch's last
+  offset with the original's) and its records keep their bytes (Kafka re-encodes them against a
+  new base timestamp and max timestamp: the same offsets and timestamps); a batch left empty goes
+  (no producer state to keep: the records of ``__remote_log_metadata``'s producer carry no
+  producer id).
 * :func:`truncate` is what an unclean leader election does: a replica that was not in sync
   becomes leader, every other replica truncates its log to the new leader's log end offset
   (UnifiedLog.truncateTo; the leader-epoch cache by LeaderEpochFileCache.truncateFromEnd) and a
