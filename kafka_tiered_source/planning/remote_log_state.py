@@ -16,10 +16,11 @@ Per topic-partition (:class:`PartitionState`):
 * whether a partition delete was announced (then nothing of the partition is readable).
 
 Which copy serves each offset is computed from this state by :mod:`.coverage`; the state does
-not know about offset ranges, lineages or brokers.  A catalog that follows the metadata topic
-incrementally keeps one :class:`RemoteLogState`, applies new records with :meth:`RemoteLogState.apply`
-(each with its ``(metadata partition, offset)``), remembers how far it read per metadata partition
-in :attr:`RemoteLogState.positions`, and snapshots :meth:`RemoteLogState.to_dict`.
+not know about offset ranges, lineages or brokers.  The catalog (:mod:`.catalog`) keeps one
+:class:`RemoteLogState` per metadata partition it follows, applies new records with
+:meth:`RemoteLogState.apply` (each with its ``(metadata partition, offset)``) and KIP-1266
+tombstones with :meth:`RemoteLogState.tombstone`, remembers how far it read in
+:attr:`RemoteLogState.positions`, and snapshots :meth:`RemoteLogState.to_dict`.
 """
 from __future__ import annotations
 
