@@ -141,15 +141,17 @@ def cost_report(stats: Any, model: CostModel | None = None, **rates: Any) -> Cos
 
 
 def estimate(spark: _SparkSession | None = None, options: dict | None = None, *, where: Any = None,
-             check: bool = True, **kw: Any) -> Estimate:
+             check: bool = True, refresh: bool = False, **kw: Any) -> Estimate:
     """Plan a read without reading data: GETs, bytes, dollars, partitions (see
     :func:`kafka_tiered_source.planning.estimate.estimate`).  ``where``: the filters the read
     will push down (``"timestamp >= '2026-10-01' AND partition = 1"``, ...), so only what that
     read fetches is counted.  Storage is checked as the read checks it (a wrong prefix, layout
     or bucket raises ``StoragePreflightError``); ``check=False`` plans without asking it, and the
-    estimate says so."""
+    estimate says so.  ``refresh=True`` reads ``__remote_log_metadata`` again from the start of
+    the partitions the read needs, instead of from where this process's catalog or its snapshot
+    stands (``remote.log.metadata.cache.dir``), and writes the snapshots anew."""
     from .planning.estimate import estimate as _estimate
-    return _estimate(spark, options, where=where, check=check, **kw)
+    return _estimate(spark, options, where=where, check=check, refresh=refresh, **kw)
 
 
 def describe_read(spark: _SparkSession, options: dict) -> str:

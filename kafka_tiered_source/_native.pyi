@@ -1,5 +1,5 @@
 # Type stubs of the C extension built from native/ (module.c, records.c, fused.c, batch.c,
-# lz4.c, snappy.c, crc32c.c).  tests/test_native_interface.py checks that they name exactly
+# lz4.c, snappy.c, crc32c.c, rlm.c).  tests/test_native_interface.py checks that they name exactly
 # what the module exports; the pure-Python backend (records/_python.py) implements the same Builder interface.
 from typing import Callable, Protocol
 
@@ -110,3 +110,10 @@ def fill_constant_columns(topic_utf8: bytes, partition: int, offsets: _BytesLike
     """Fill the topic and partition columns (one value on every row) into Arrow buffers."""
 def crc32c_impl() -> str:
     """``'sse4.2'`` or ``'table'``."""
+def rlm_select(data: _BytesLike, origin: int, ids: bytes | None, verify_crc: bool,
+               decompressed_base: int = -1, decompressed_count: int = 0
+               ) -> tuple[list[tuple[int, bytes]], int, int, int, list[tuple[int, int]], int,
+                          tuple[str, int, int] | None, list[tuple[int, bytes | None]], int]:
+    """``__remote_log_metadata`` batches -> ``(hits, consumed, next_offset, last_epoch,
+    compressed, passed, error, tombstones, keyed)``: the records whose topic id is one of
+    ``ids`` (16 bytes each; None: every record), see protocol/metadata_select.py."""

@@ -170,6 +170,7 @@ PyMODINIT_FUNC PyInit__native(void)
     if (PyModule_AddObject(m, "Buffer", (PyObject *)&kt_BufferType) < 0) goto fail;
     Py_INCREF(kt_ColumnsType);
     if (PyModule_AddObject(m, "Columns", (PyObject *)kt_ColumnsType) < 0) goto fail;
+    if (kt_rlm_register(m) < 0) goto fail;
     return m;
 fail:
     Py_DECREF(m);

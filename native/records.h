@@ -32,4 +32,7 @@ int kt_crc_mismatch(const kt_cursor *c, Py_ssize_t pos, uint32_t stored, uint32_
 PyObject *kt_py_crc32c(PyObject *self, PyObject *args);
 PyObject *kt_py_check_batch(PyObject *self, PyObject *args);
 
+/* rlm.c: the __remote_log_metadata selector (rlm_select) */
+int kt_rlm_register(PyObject *module);
+
 #endif

@@ -27,6 +27,17 @@ JVM_OPTS = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS)
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTS)
 
+# The __remote_log_metadata catalog's snapshots (remote.log.metadata.cache.dir's default) go to
+# a directory of this run, not the user's cache: every process the suite starts (Spark's planner
+# workers, CLI subprocesses) inherits it.  Each embedded cluster has a cluster id of its own, so
+# the suite's clusters never share a snapshot.
+if "KAFKA_TIERED_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["KAFKA_TIERED_CACHE_DIR"] = tempfile.mkdtemp(prefix="kafka-tiered-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["KAFKA_TIERED_CACHE_DIR"], ignore_errors=True)
+
 
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory):

@@ -36,6 +36,8 @@ EXAMPLES = examples(
     "-o cost.preset=gcs-standard   # GCS prices, any other source option with -o",
     "kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/ "
     "--no-check   # plan without asking storage (no credentials here); the output says so",
+    "kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/ "
+    "--refresh   # read __remote_log_metadata from its start again (the catalog's snapshot rewritten)",
 )
 
 
@@ -64,6 +66,14 @@ def add_read_arguments(p: argparse.ArgumentParser, check: bool = True) -> None:
         what.add_argument("--no-check", dest="check", action="store_false",
                           help="do not check storage (one request with the read's options, as the read makes "
                                "before its first task): plan offline on purpose; the output says it was not checked")
+
+
+def add_refresh_argument(p: argparse.ArgumentParser) -> None:
+    """``--refresh``: for the commands that plan (``estimate``, ``segments``)."""
+    p.add_argument("--refresh", action="store_true",
+                   help="read __remote_log_metadata again from the start of the partitions the read needs, "
+                        "instead of from where the catalog left it (this process's, or the snapshot under "
+                        "remote.log.metadata.cache.dir), and write the snapshot anew")
 
 
 def read_options(args) -> dict:
@@ -174,6 +184,7 @@ def _estimate_setup(p: argparse.ArgumentParser):
     p.epilog = EXAMPLES
     add_read_arguments(p)
     add_window_arguments(p)
+    add_refresh_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return _estimate_run
 
@@ -212,7 +223,7 @@ def estimate_report(args) -> dict:
     if args.until:
         window["until_ms"] = int(opts["endingTimestamp"])
     options = ReadOptions.parse(opts)
-    planned = plan_read(options, row_filter)
+    planned = plan_read(options, row_filter, refresh=args.refresh)
     est = estimate_checked(planned, options, args.check)
     out = est.as_dict()
     out["where"] = str(row_filter) if row_filter else None

@@ -8,7 +8,9 @@ timestamp comes from where the locator found the segment (the metadata topic, an
 manifest); where that says nothing (KIP-1248 answers, Kafka's LocalTieredStorage layout) the
 last entry of the segment's time index is shown as a lower bound (one small GET per segment;
 ``--no-time-index`` skips them).  Storage is checked first, as ``estimate`` and the read check
-it (``--no-check`` skips it; the output then says so).
+it (``--no-check`` skips it; the output then says so).  ``__remote_log_metadata`` is read through
+the same catalog as ``estimate`` and the read (from where its snapshot stands); ``--refresh``
+reads it again from the start.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import json
 import sys
 
 from . import command, examples
-from .estimate import add_read_arguments, partition_filter, read_options, report_error, storage_line
+from .estimate import (add_read_arguments, add_refresh_argument, partition_filter, read_options, report_error,
+                       storage_line)
 
 EXAMPLES = examples(
     "kafka-tiered segments --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/"
@@ -35,6 +38,7 @@ def _segments_setup(p: argparse.ArgumentParser):
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = EXAMPLES
     add_read_arguments(p)
+    add_refresh_argument(p)
     p.add_argument("--no-time-index", dest="time_index", action="store_false",
                    help="do not read time indexes for segments whose max timestamp is unknown")
     p.add_argument("--json", action="store_true", help="one JSON object per segment or broker range")
@@ -64,7 +68,7 @@ def segment_rows(args) -> tuple[list[dict], str]:
     from ..planning.estimate import estimate_checked
     from ..planning.tasks import BrokerRange, RemoteRange
     options = ReadOptions.parse(read_options(args))
-    planned = plan_read(options, partition_filter(args))
+    planned = plan_read(options, partition_filter(args), refresh=args.refresh)
     check = estimate_checked(planned, options, args.check).storage_check
     by_tp: dict = {}
     for r in (r for t in planned.tasks for r in t.ranges):

@@ -50,6 +50,8 @@ class ReadOptionsFields:
     segment_locator: Locator = "auto"
     #: ``remote.log.metadata.topic``: the topic today's brokers keep tiered segments in (TopicBasedRemoteLogMetadataManager)
     metadata_topic: str = "__remote_log_metadata"
+    #: ``remote.log.metadata.cache.dir``: where the catalog of that topic is kept between processes, so a plan reads only what was written since the last one: a path, or an fsspec URL several drivers share (s3://bucket/kt-cache); `none` keeps it in the process only (default: $KAFKA_TIERED_CACHE_DIR, else the user's cache directory)
+    metadata_cache_dir: str | None = None
     #: ``fetch.remote.fallback``: when tiered ranges go through the brokers: `auto` (a range whose direct read fails on a storage fault), `never` (the task fails; Spark retries it) or `always` (all of them, on purpose)
     fetch_remote_fallback: Fallback = "auto"
     #: ``fetch.remote.fallback.max.bytes``: a task fails once more than this many bytes came through the brokers because direct reads failed

@@ -186,6 +186,10 @@ OPTIONS: tuple[Option, ...] = (
       Parser(partial(v.choice, choices=("auto", "true", "false")), "str"), "auto"),
     O("remote.log.metadata.topic", "source", "the topic today's brokers keep tiered segments in "
       "(TopicBasedRemoteLogMetadataManager)", NONEMPTY, "__remote_log_metadata", field="metadata_topic"),
+    O("remote.log.metadata.cache.dir", "source", "where the catalog of that topic is kept between processes, so a "
+      "plan reads only what was written since the last one: a path, or an fsspec URL several drivers share "
+      "(s3://bucket/kt-cache); `none` keeps it in the process only (default: $KAFKA_TIERED_CACHE_DIR, else the "
+      "user's cache directory)", NONEMPTY, field="metadata_cache_dir"),
     # -- where the objects are -------------------------------------------------------------------
     O("remote.storage.fetcher", "storage", "fetcher name: s3, gcs, azure, fsspec, presigned, or one registered "
       "under the entry-point group kafka_tiered_source.fetchers", NAME, field="fetcher"),

@@ -26,10 +26,12 @@ __all__ = ["plan", "Plan", "PartitionRange", "ReadTask", "RemoteRange", "BrokerR
            "AbortedTransaction", "PartitionTxnInfo"]
 
 
-def plan(options, row_filter=None) -> Plan:
+def plan(options, row_filter=None, *, refresh: bool = False) -> Plan:
     """Plan a read described by parsed options (a ``ReadOptions``), reading only what can
     match ``row_filter`` (pushed-down filters, :class:`.filters.RowFilter`; the executor still
-    applies it to every row)."""
+    applies it to every row).  ``refresh``: the ``__remote_log_metadata`` catalog reads the
+    metadata partitions the plan needs from their start instead of from where it stands
+    (:mod:`.catalog`)."""
     if options.offline:
         from .offline import plan_offline
         return plan_offline(options, row_filter)
@@ -43,7 +45,7 @@ def plan(options, row_filter=None) -> Plan:
     with BrokerClient.for_read(options) as client:
         fetcher = create_fetcher(storage) if options.fetch_remote_enabled and storage.configured else None
         try:
-            return Planner(options, client, fetcher, row_filter).plan()
+            return Planner(options, client, fetcher, row_filter, refresh=refresh).plan()
         finally:
             if fetcher is not None:
                 fetcher.close()

@@ -12,15 +12,16 @@ from .plan import Plan
 from .tasks import ReadTask
 
 
-def plan_read(options: Any, row_filter: RowFilter | None = None) -> Plan:
+def plan_read(options: Any, row_filter: RowFilter | None = None, *, refresh: bool = False) -> Plan:
     """:func:`~kafka_tiered_source.planning.plan`, with a storage error planning hit that will not
     heal (a bucket that does not exist, access denied, an endpoint nobody answers: listing the
     store finds them first) raised as the storage check raises it,
-    :class:`~kafka_tiered_source.errors.StoragePreflightError`, for every caller alike."""
+    :class:`~kafka_tiered_source.errors.StoragePreflightError`, for every caller alike.
+    ``refresh``: rescan the metadata catalog (:func:`~kafka_tiered_source.planning.plan`)."""
     from . import plan
     from .preflight import planning_failed
     try:
-        return plan(options, row_filter)
+        return plan(options, row_filter, refresh=refresh)
     except RemoteStorageError as exc:
         failed = planning_failed(exc)
         if failed is None:

@@ -137,7 +137,8 @@ def check_budget(estimate: Estimate) -> None:
             f"${budget:g} (option 'cost.budget.usd'); nothing was read. Estimate: {estimate}")
 
 
-def estimate(spark=None, options: dict | None = None, *, where=None, check: bool = True, **kw) -> Estimate:
+def estimate(spark=None, options: dict | None = None, *, where=None, check: bool = True, refresh: bool = False,
+             **kw) -> Estimate:
     """Plan a read without reading data and count its GETs, bytes and dollars.
 
     Options as for ``spark.read.format("kafka-tiered")``, as a dict and/or keywords
@@ -154,14 +155,18 @@ def estimate(spark=None, options: dict | None = None, *, where=None, check: bool
     the read's options, :mod:`.preflight`), so a wrong prefix, layout, bucket or key raises
     :class:`~kafka_tiered_source.errors.StoragePreflightError` here, not when the read starts.
     ``check=False`` plans without asking storage, on purpose (no credentials at hand, the store
-    not reachable from here); the estimate then says storage was not checked."""
+    not reachable from here); the estimate then says storage was not checked.
+
+    ``refresh``: the ``__remote_log_metadata`` catalog (kept in this process and as snapshots
+    under ``remote.log.metadata.cache.dir``) reads the metadata partitions of this read from
+    their start, and the snapshots are written anew."""
     from dataclasses import replace
     from .where import parse_where
     zone = "UTC"
     if spark is not None and where is not None:
         zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
     row_filter = parse_where(where, time_zone=zone)
-    est = _estimate(spark, options, row_filter, check, **kw)
+    est = _estimate(spark, options, row_filter, check, refresh=refresh, **kw)
     return replace(est, where=str(row_filter)) if row_filter else est
 
 
@@ -181,7 +186,7 @@ def estimate_checked(planned: Plan, options, check: bool = True) -> Estimate:
     return replace(est, storage_check=CHECKED)
 
 
-def _estimate(spark, options, row_filter, check: bool = True, **kw) -> Estimate:
+def _estimate(spark, options, row_filter, check: bool = True, *, refresh: bool = False, **kw) -> Estimate:
     """The planning part of :func:`estimate`.  Planning talks to the brokers (Metadata, ListOffsets,
     location Fetches) but issues few storage GETs: the offset index of segments that must be
     split (``minPartitions``, ``maxRecordsPerPartition``, segments above
@@ -196,4 +201,4 @@ def _estimate(spark, options, row_filter, check: bool = True, **kw) -> Estimate:
     if spark is not None:   # spark.app.name: classic and Connect alike
         opts = with_default_client_id(opts, spark.conf.get("spark.app.name"))
     read_options = ReadOptions.parse(opts)
-    return estimate_checked(plan_read(read_options, row_filter), read_options, check)
+    return estimate_checked(plan_read(read_options, row_filter, refresh=refresh), read_options, check)

@@ -2,9 +2,16 @@
 ``__remote_log_metadata`` (Kafka 3.6+ with the topic-based RemoteLogMetadataManager).
 
 1. Only the metadata partitions that hold the wanted topic-partitions are read (Kafka's
-   partitioner over the topic id and partition; the partition count comes from Metadata), each
-   once per plan, from its start to its high watermark.  Records may carry keys and tombstones
-   (KIP-1266's compacted topic): keys are not needed, tombstones carry nothing.
+   partitioner over the topic id and partition; the partition count comes from Metadata), and
+   only from where the process's catalog (:mod:`.catalog`) stands: a later plan reads just what
+   was written since the last one, or since a snapshot another process left.  Other topics'
+   records are passed over without being decoded (:mod:`~..protocol.metadata_select`).
+   Records may carry keys and tombstones (KIP-1266's compacted topic).  A replay from the start
+   needs neither: compaction leaves either all of a deleted copy's records or none of them.  A
+   replay from a position needs the tombstones: the cleaner may have removed a copy's delete
+   events after that position, superseded by its tombstone, before they were read; so a
+   tombstone ends the copy its key names, and one whose key names nothing this version reads
+   means the partition is read again from its start.
 2. The records are replayed into a :class:`~.remote_log_state.RemoteLogState`, as a broker's
    RemoteLogMetadataCache replays them: COPY_SEGMENT_FINISHED copies are readable, with the
    custom metadata of the update that finished them; DELETE_SEGMENT_STARTED means the objects
@@ -19,31 +26,138 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
 
 from ..errors import BrokerError, ConfigError
 from ..ids import uuid_from_str
 from ..model import EARLIEST, LATEST
 from ..protocol import remote_log_metadata as rlm
+from ..protocol.metadata_select import select_records
 from ..storage.segment import RemoteSegment
-from .coverage import serving
+from .coverage import Served, serving
 from .lineage import ask_lineages
-from .locate import OPTION
+from .locate import OPTION, Key, Located
 from .plan import PartitionRange
-from .remote_log_state import RemoteLogState
+from .remote_log_state import CopyMeta, PartitionState, RemoteLogState
 from .tiered import located_spans
+
+if TYPE_CHECKING:
+    from .catalog import Catalogs
+    from .catalog_snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC = "__remote_log_metadata"
-# Bytes asked per Fetch while scanning a metadata partition (its records are ~200 bytes each).
-_SCAN_BYTES = 4 * 1024 * 1024
+DEFAULT_TOPIC = rlm.TOPIC
+# Bytes asked per Fetch while scanning a metadata partition (its records are ~150 bytes each).
+SCAN_BYTES = 8 * 1024 * 1024
+
+
+class Discontinuity(Exception):
+    """The metadata partition is no longer the log read up to a position: why, in words."""
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """Where a replay of one metadata partition ended: the next offset to read, the
+    partitionLeaderEpoch of the last batch read (-1: none), the log start offset and high
+    watermark the partition showed, and how many records were applied and passed over."""
+    next_offset: int
+    last_epoch: int
+    log_start: int
+    high_watermark: int
+    applied: int
+    passed: int
+    start: int = 0           # where it began
+    keyed: bool = False      # records with keys were seen (a KIP-1266 topic, compacted)
+
+
+def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Collection[bytes] | None, *,
+           start: int | None, last_epoch: int = -1, high_watermark: int = -1) -> Replayed:
+    """Replay metadata partition ``mp`` of ``topic`` into ``state``, in the partition's order,
+    from ``start`` (None: its log start offset) to its high watermark; ``wanted``: the ids of
+    the topics whose records are replayed (None: every record).
+
+    With a ``start``, the first answer must show that the log is still the one read up to it
+    (``high_watermark``: the one seen then), and each tombstone must name the copy it ends:
+    otherwise :class:`Discontinuity` (the state may then hold part of the replay: drop it)."""
+    where = f"{topic}-{mp}"
+    offset = start
+    if offset is None:
+        offset = client.list_offsets(topic, {mp: EARLIEST}, isolation_level=0)[mp].offset
+    hw = log_start = -1
+    applied = passed = 0
+    keyed = False
+    first = offset
+    while True:
+        try:
+            res = client.fetch(topic, mp, offset, max_bytes=SCAN_BYTES, partition_max_bytes=SCAN_BYTES,
+                               max_wait_ms=0, min_bytes=0, isolation_level=0)
+        except BrokerError as exc:
+            if start is None or exc.error_name != "OFFSET_OUT_OF_RANGE":
+                raise
+            # Kafka refuses a fetch below the log start or past the log end: say which
+            listed = client.list_offsets(topic, {mp: EARLIEST}, isolation_level=0)[mp].offset
+            _check_range(start, listed, client.list_offsets(topic, {mp: LATEST}, isolation_level=0)[mp].offset,
+                         high_watermark)
+            raise Discontinuity(f"the position {start} is out of its range") from None
+        if hw < 0:
+            part = res.partition
+            hw, log_start = part.high_watermark, part.log_start_offset
+            if start is not None:
+                _check_range(start, log_start, hw, high_watermark)
+        got = select_records(res.records or b"", wanted)
+        tombstones = iter(t for t in got.tombstones if t[0] >= offset)
+        tomb = next(tombstones, None)
+        for off, value in got.hits:
+            while tomb is not None and tomb[0] < off:
+                _tombstone(state, tomb, wanted, where, incremental=start is not None)
+                tomb = next(tombstones, None)
+            if off >= offset:    # a fetch answers from the batch holding the offset
+                state.apply(rlm.decode_record(value, where=f"{where} offset {off}"), (mp, off))
+                applied += 1
+        while tomb is not None:
+            _tombstone(state, tomb, wanted, where, incremental=start is not None)
+            tomb = next(tombstones, None)
+        passed += got.passed
+        keyed = keyed or got.keyed > 0
+        if got.next_offset is None or got.next_offset <= offset:
+            break        # nothing more below the high watermark
+        offset, last_epoch = got.next_offset, got.last_epoch
+        if offset >= hw:
+            break
+    state.positions[mp] = offset
+    return Replayed(offset, last_epoch, log_start, hw, applied, passed, first, keyed)
+
+
+def _check_range(start: int, log_start: int, hw: int, seen_hw: int) -> None:
+    """A position read on from must lie in ``[log start, high watermark]``, and the high
+    watermark must not have gone down since it was seen (``seen_hw``)."""
+    if log_start > start:
+        raise Discontinuity(f"its log start offset {log_start} is past the position {start} "
+                            f"(records were deleted before they were read)")
+    if hw < start or hw < seen_hw:
+        raise Discontinuity(f"its high watermark {hw} is below the position {start} or the "
+                            f"high watermark {seen_hw} seen before (the log was truncated)")
+
+
+def _tombstone(state: RemoteLogState, tomb: tuple[int, bytes | None], wanted: Collection[bytes] | None,
+               where: str, *, incremental: bool) -> None:
+    offset, raw = tomb
+    key = rlm.tombstone_key(raw)
+    if key is None:
+        if incremental and raw is not None:
+            raise Discontinuity(f"the tombstone at offset {offset} has a key this version cannot read "
+                                f"({bytes(raw[:60])!r}), so which copy it ends is unknown")
+        return
+    if wanted is None or key.topic_id in wanted:
+        state.tombstone(key)
 
 
 class MetadataTopicReader:
     """Replays metadata partitions of ``topic`` into ``state`` with ``client``."""
 
-    def __init__(self, client, topic: str = DEFAULT_TOPIC, state: RemoteLogState | None = None):
+    def __init__(self, client: Any, topic: str = DEFAULT_TOPIC, state: RemoteLogState | None = None):
         self.client = client
         self.topic = topic
         self.state = state if state is not None else RemoteLogState()
@@ -71,51 +185,36 @@ class MetadataTopicReader:
     def metadata_partition(self, topic_id: str, partition: int) -> int:
         return rlm.metadata_partition(uuid_from_str(topic_id), partition, self.partitions())
 
-    def scan(self, mp: int, wanted: set[bytes] | None = None) -> None:
+    def scan(self, mp: int, wanted: Collection[bytes] | None = None) -> Replayed:
         """Replay metadata partition ``mp`` from where the state stands to its high watermark.
         ``wanted``: ids (16 bytes) of the topics to replay; other topics' records are passed
         over without being decoded (None: every record)."""
-        from ..records import decode
-        offset = self.state.positions.get(mp)
-        if offset is None:
-            offset = self.client.list_offsets(self.topic, {mp: EARLIEST}, isolation_level=0)[mp].offset
-        end = self.client.list_offsets(self.topic, {mp: LATEST}, isolation_level=0)[mp].offset
-        where_topic = f"{self.topic}-{mp}"
-        while offset < end:
-            res = self.client.fetch(self.topic, mp, offset, max_bytes=_SCAN_BYTES,
-                                    partition_max_bytes=_SCAN_BYTES, max_wait_ms=0, min_bytes=0,
-                                    isolation_level=0)
-            table = decode(res.records or b"", topic=self.topic, partition=mp, start_offset=offset,
-                           include_headers=False)
-            if table.num_rows == 0:
-                break
-            offsets = table.column("offset").to_pylist()
-            for off, value in zip(offsets, table.column("value").to_pylist(), strict=True):
-                if value is None:
-                    continue   # a tombstone (KIP-1266 compaction): the record it deletes is done
-                if wanted is not None:
-                    tid = rlm.topic_id_of(value)
-                    if tid is not None and tid not in wanted:
-                        continue   # another topic's segment
-                record = rlm.decode_record(value, where=f"{where_topic} offset {off}")
-                self.state.apply(record, (mp, off))
-            offset = offsets[-1] + 1
-        self.state.positions[mp] = offset
+        return replay(self.client, self.topic, mp, self.state, wanted, start=self.state.positions.get(mp))
 
 
 class MetadataTopicLocator:
     """Reads ``__remote_log_metadata`` (``topic``) with ``client``; ``index_of(segment)`` returns
-    a segment's offset index (one GET, cached by the caller); ``fetcher`` reads the rest."""
+    a segment's offset index (one GET, cached by the caller); ``fetcher`` reads the rest.
+
+    The metadata comes from ``catalogs`` (default: this process's,
+    :data:`.catalog.CATALOGS`), which follows the metadata partitions from plan to plan and
+    snapshots them into ``snapshots`` (None: in the process only); ``refresh`` rescans the
+    metadata partitions this plan needs from their start."""
 
     name = "metadata-topic"
 
-    def __init__(self, client, fetcher, *, topic: str = DEFAULT_TOPIC, isolation_level: int = 0,
-                 index_of: Callable[[RemoteSegment], bytes | None] | None = None):
+    def __init__(self, client: Any, fetcher: Any, *, topic: str = DEFAULT_TOPIC, isolation_level: int = 0,
+                 index_of: Callable[[RemoteSegment], bytes | None] | None = None,
+                 catalogs: "Catalogs | None" = None, snapshots: "SnapshotStore | None" = None,
+                 refresh: bool = False):
         self.client = client
         self.fetcher = fetcher
         self.reader = MetadataTopicReader(client, topic)
         self.iso = isolation_level
         self.index_of = index_of or (lambda seg: fetcher.fetch_index(seg, "offset"))
+        self.catalogs = catalogs
+        self.snapshots = snapshots
+        self.refresh = refresh
         self._segments: dict[str, RemoteSegment] = {}
 
     @property
@@ -128,7 +227,7 @@ class MetadataTopicLocator:
     def refusal(self, pr: PartitionRange) -> str | None:
         return None
 
-    def locate_all(self, prs: Sequence[PartitionRange]) -> dict:
+    def locate_all(self, prs: Sequence[PartitionRange]) -> dict[Key, Located]:
         try:
             return self._locate_all(prs)
         except BrokerError as exc:
@@ -136,11 +235,16 @@ class MetadataTopicLocator:
             raise ConfigError(f"{OPTION}=metadata-topic: cannot read {self.topic} for {names}: {exc}; the "
                               f"reader needs READ and DESCRIBE on it", option=OPTION) from exc
 
-    def _locate_all(self, prs: Sequence[PartitionRange]) -> dict:
-        wanted = {uuid_from_str(pr.topic_id) for pr in prs}
-        for mp in sorted({self.reader.metadata_partition(pr.topic_id, pr.partition) for pr in prs}):
-            self.reader.scan(mp, wanted)
-        states = {(pr.topic, pr.partition): self.reader.state.partition(pr.topic_id, pr.partition) for pr in prs}
+    def states(self, prs: Sequence[PartitionRange]) -> dict[Key, PartitionState]:
+        """The replayed state of each range's partition, the catalog brought up to date first."""
+        from .catalog import CATALOGS
+        catalog = (self.catalogs or CATALOGS).catalog(self.client, self.topic)
+        catalog.follow(self.client, [(pr.topic_id, pr.partition) for pr in prs], snapshots=self.snapshots,
+                       refresh=self.refresh)
+        return {(pr.topic, pr.partition): catalog.partition(pr.topic_id, pr.partition) for pr in prs}
+
+    def _locate_all(self, prs: Sequence[PartitionRange]) -> dict[Key, Located]:
+        states = self.states(prs)
         lineages = ask_lineages(self.client, {
             (pr.topic, pr.partition): (pr.log_start, [c.leader_epochs for c in states[(pr.topic, pr.partition)].readable()])
             for pr in prs if pr.start < pr.end and states[(pr.topic, pr.partition)].readable()})
@@ -157,7 +261,7 @@ class MetadataTopicLocator:
                                      txn_index_empty=_in(empty))
         return out
 
-    def _segment(self, copy) -> RemoteSegment:
+    def _segment(self, copy: CopyMeta) -> RemoteSegment:
         seg = self._segments.get(copy.segment_id)
         if seg is None or seg.end_offset != copy.end_offset:
             seg = self._segments[copy.segment_id] = copy.segment()
@@ -168,7 +272,7 @@ def _in(ids: set[str]) -> Callable[[RemoteSegment], bool]:
     return lambda seg: seg.segment_id in ids
 
 
-def _log_trimmed(pr: PartitionRange, state, spans) -> None:
+def _log_trimmed(pr: PartitionRange, state: PartitionState, spans: Sequence[Served]) -> None:
     """At INFO, the copies that serve only part of what they hold, or nothing (overlaps)."""
     if not log.isEnabledFor(logging.INFO):
         return

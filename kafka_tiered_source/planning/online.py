@@ -29,6 +29,7 @@ from ..model import EARLIEST, LATEST, Assign, Subscribe, SubscribePattern
 from ..storage.protocols import SegmentCatalog
 from . import aiven_manifests
 from .bounds import BROKER, check_range, resolve_bounds
+from .catalog_snapshots import SnapshotStore
 from .filters import narrow_ranges, restrict_partitions
 from .kip1248 import Kip1248Locator
 from .listing import ListingLocator
@@ -47,11 +48,14 @@ class Planner:
     """Plans one batch read.  ``client`` is a :class:`BrokerClient`; ``fetcher`` a
     :class:`RemoteStorageFetcher` (None: no locator that needs one, segments never split below
     whole segments).  ``row_filter`` (pushed-down filters, :mod:`.filters`) restricts the
-    partitions, narrows the ranges and skips segments."""
+    partitions, narrows the ranges and skips segments.  ``refresh``: the metadata catalog reads
+    the metadata partitions this plan needs from their start (:mod:`.catalog`)."""
 
-    def __init__(self, options, client, fetcher: SegmentCatalog | None = None, row_filter=None):
+    def __init__(self, options, client, fetcher: SegmentCatalog | None = None, row_filter=None, *,
+                 refresh: bool = False):
         self.options = options
         self.row_filter = row_filter
+        self.refresh = refresh
         self.client = client
         self.fetcher = fetcher
         self.iso = 1 if options.read_committed else 0
@@ -137,7 +141,9 @@ class Planner:
                                              strict=o.segment_locator == "kip1248", tiered_ends=tiered)
         metadata: SegmentLocator = (
             MetadataTopicLocator(client, fetcher, topic=o.metadata_topic, isolation_level=self.iso,
-                                 index_of=self.reads.offset_index) if fetcher is not None else
+                                 index_of=self.reads.offset_index, refresh=self.refresh,
+                                 snapshots=SnapshotStore.from_option(o.metadata_cache_dir))
+            if fetcher is not None else
             Unavailable("metadata-topic", "it needs a remote.storage.fetcher to read the segments it finds"))
         listing: SegmentLocator = (
             ListingLocator(o, fetcher, client, isolation_level=self.iso, offset_index=self.reads.offset_index)

@@ -16,17 +16,18 @@ Per topic-partition (:class:`PartitionState`):
 * whether a partition delete was announced (then nothing of the partition is readable).
 
 Which copy serves each offset is computed from this state by :mod:`.coverage`; the state does
-not know about offset ranges, lineages or brokers.  A catalog that follows the metadata topic
-incrementally keeps one :class:`RemoteLogState`, applies new records with :meth:`RemoteLogState.apply`
-(each with its ``(metadata partition, offset)``), remembers how far it read per metadata partition
-in :attr:`RemoteLogState.positions`, and snapshots :meth:`RemoteLogState.to_dict`.
+not know about offset ranges, lineages or brokers.  The catalog (:mod:`.catalog`) keeps one
+:class:`RemoteLogState` per metadata partition it follows, applies new records with
+:meth:`RemoteLogState.apply` (each with its ``(metadata partition, offset)``) and KIP-1266
+tombstones with :meth:`RemoteLogState.tombstone`, remembers how far it read in
+:attr:`RemoteLogState.positions`, and snapshots :meth:`RemoteLogState.to_dict`.
 """
 from __future__ import annotations
 
 import base64
 import bisect
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..ids import uuid_to_str
@@ -59,6 +60,7 @@ class CopyMeta:
     txn_index_empty: bool = False
     state: int = STARTED
     order: tuple[int, ...] = ()                       # (metadata partition, offset) of its last record
+    broker_epoch: int = -1                            # the copying leader's epoch (v1 records, KIP-1266)
 
     @property
     def readable(self) -> bool:
@@ -167,6 +169,16 @@ class PartitionState:
         elif state == DELETE_FINISHED:
             del self.copies[segment_id]
 
+    def gone(self, segment_id: str) -> None:
+        """A KIP-1266 tombstone of the copy: its records are compacted away or will be, so it
+        ends as DELETE_SEGMENT_STARTED then _FINISHED would end it."""
+        copy = self.copies.pop(segment_id, None)
+        if copy is not None and copy.state == FINISHED:
+            for epoch, start in copy.leader_epochs:
+                es = self.epochs.get(epoch)
+                if es is not None:
+                    es.removed(max(start, copy.start_offset), segment_id)
+
     def _finished(self, copy: CopyMeta) -> None:
         for epoch, start in copy.leader_epochs:
             self.epochs.setdefault(epoch, EpochState()).finished(
@@ -178,6 +190,12 @@ class PartitionState:
             return []
         return sorted((c for c in self.copies.values() if c.readable),
                       key=lambda c: (c.start_offset, c.order))
+
+    def copy(self) -> "PartitionState":
+        """An independent copy (replaying more records into this one leaves it as it is)."""
+        return PartitionState({k: replace(c) for k, c in self.copies.items()},
+                              {e: EpochState(list(s.keys), list(s.ids), s.highest) for e, s in self.epochs.items()},
+                              self.deleted)
 
     def to_dict(self) -> dict:
         return {"copies": [c.to_dict() for c in self.copies.values()],
@@ -219,7 +237,8 @@ class RemoteLogState:
                 max_timestamp_ms=record.max_timestamp_ms,
                 leader_epochs=tuple(sorted((e.leader_epoch, e.offset) for e in record.segment_leader_epochs)),
                 custom_metadata=_bytes(record.custom_metadata), txn_index_empty=bool(record.txn_index_empty),
-                state=record.remote_log_segment_state, order=order))
+                state=record.remote_log_segment_state, order=order,
+                broker_epoch=getattr(record, "broker_leader_epoch", -1)))
         elif isinstance(decoded, rlm.SegmentUpdate):
             tip = record.remote_log_segment_id.topic_id_partition
             state = self.partitions.get((uuid_to_str(bytes(tip.id)), tip.partition))
@@ -232,6 +251,18 @@ class RemoteLogState:
             tip = record.topic_id_partition
             key = (uuid_to_str(bytes(tip.id)), tip.partition)
             self.partitions.setdefault(key, PartitionState()).deleted = True
+
+    def tombstone(self, key: rlm.TombstoneKey) -> None:
+        """Replay a KIP-1266 tombstone: the copy its key names is gone (the records that said so
+        may have been compacted away before they were read)."""
+        state = self.partitions.get((uuid_to_str(key.topic_id), key.partition))
+        if state is None:
+            return
+        sid = None if key.segment_id is None else uuid_to_str(key.segment_id)
+        for c in list(state.copies.values()):
+            if c.segment_id == sid or (sid is None and c.end_offset == key.end_offset
+                                       and c.broker_epoch == key.broker_epoch):
+                state.gone(c.segment_id)
 
     def to_dict(self) -> dict:
         return {"partitions": [{"topic_id": t, "partition": p, **s.to_dict()}

@@ -16,7 +16,11 @@ positive, modulo the topic's partition count (50 by default; take it from Metada
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ..errors import ProtocolError
+from ..ids import uuid_from_str
 from .primitives import read_uvarint, write_uvarint
 from .schema import Field as F, Message, build_message_class
 
@@ -38,11 +42,11 @@ DELETE_PARTITION_STARTED = 1
 DELETE_PARTITION_FINISHED = 2
 
 
-def _topic_id_partition():
+def _topic_id_partition() -> list[F]:
     return [F("Name", "string", "0+"), F("Id", "uuid", "0+"), F("Partition", "int32", "0+")]
 
 
-def _segment_id():
+def _segment_id() -> list[F]:
     return [F("TopicIdPartition", "TopicIdPartitionEntry", "0+", fields=_topic_id_partition()),
             F("Id", "uuid", "0+")]
 
@@ -85,13 +89,14 @@ PARTITION_DELETE_RECORD = Message("RemotePartitionDeleteMetadataRecord", 2, "met
     F("EndOffset", "int64", "1+", tag=1, tagged="1+"),
 ])
 
-SegmentRecord = build_message_class(SEGMENT_RECORD, __name__)
-SegmentUpdate = build_message_class(UPDATE_RECORD, __name__)
-PartitionDelete = build_message_class(PARTITION_DELETE_RECORD, __name__)
-BY_API_KEY = {cls.API_KEY: cls for cls in (SegmentRecord, SegmentUpdate, PartitionDelete)}
+# Built from their declarations at import: their fields are attributes mypy cannot see.
+SegmentRecord: Any = build_message_class(SEGMENT_RECORD, __name__)
+SegmentUpdate: Any = build_message_class(UPDATE_RECORD, __name__)
+PartitionDelete: Any = build_message_class(PARTITION_DELETE_RECORD, __name__)
+BY_API_KEY: dict[int, Any] = {cls.API_KEY: cls for cls in (SegmentRecord, SegmentUpdate, PartitionDelete)}
 
 
-def encode_record(record, version: int | None = None) -> bytes:
+def encode_record(record: Any, version: int | None = None) -> bytes:
     """The value of a metadata record: frame, api key, version, body.  ``version`` defaults to
     the highest (1)."""
     cls = type(record)
@@ -102,7 +107,7 @@ def encode_record(record, version: int | None = None) -> bytes:
     return bytes(out) + record.encode(version)
 
 
-def decode_record(value, *, where: str):
+def decode_record(value: Any, *, where: str) -> Any:
     """A metadata record from its value.  Anything that is not a record this code reads is a
     :class:`ProtocolError` naming ``where`` (the metadata partition and offset)."""
     buf = memoryview(value) if not isinstance(value, memoryview) else value
@@ -127,7 +132,7 @@ def decode_record(value, *, where: str):
         raise ProtocolError(f"{where}: {cls.NAME} v{version}: {exc}") from None
 
 
-def topic_id_of(value) -> bytes | None:
+def topic_id_of(value: Any) -> bytes | None:
     """The id of the topic a metadata record is about, read without decoding the record: every
     record starts with its TopicIdPartition (name, then id), so a planner can pass over the
     records of other topics, which share the metadata partitions and usually outnumber its own.
@@ -145,6 +150,38 @@ def topic_id_of(value) -> bytes | None:
         return None
     pos += max(size - 1, 0)
     return bytes(buf[pos:pos + 16]) if len(buf) >= pos + 16 else None
+
+
+@dataclass(frozen=True)
+class TombstoneKey:
+    """The copy a KIP-1266 tombstone ends, as its key names it: ``segment_id`` (the binary
+    form), or ``end_offset`` and ``broker_epoch`` (the UTF-8 form, which names no segment id:
+    the copy the leader of that epoch made of the segment ending there)."""
+    topic_id: bytes
+    partition: int
+    segment_id: bytes | None = None
+    end_offset: int | None = None
+    broker_epoch: int | None = None
+
+
+def tombstone_key(key: bytes | None) -> TombstoneKey | None:
+    """What a tombstone's key names, in either form KIP-1266's pull requests propose (the KIP
+    is under discussion; provisional): UTF-8 ``topicId:topicName:partition:endOffset:
+    brokerLeaderEpoch`` (``:UPDATE`` appended for the update record's key), or 37 bytes: topic
+    id, partition (int32), segment id, state (int8).  None for any other key."""
+    if key is None:
+        return None
+    if len(key) == 37:
+        return TombstoneKey(bytes(key[:16]), int.from_bytes(key[16:20], "big", signed=True), bytes(key[20:36]))
+    try:
+        parts = bytes(key).decode("utf-8").split(":")
+        if len(parts) == 6 and parts[5] == "UPDATE":
+            parts.pop()
+        if len(parts) != 5:
+            return None
+        return TombstoneKey(uuid_from_str(parts[0]), int(parts[2]), None, int(parts[3]), int(parts[4]))
+    except ValueError:   # UnicodeDecodeError included: not a key of either form
+        return None
 
 
 # -- which metadata partition --------------------------------------------------------------------

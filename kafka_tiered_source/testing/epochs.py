@@ -78,6 +78,14 @@ class LeaderEpochCache:
             self.entries = kept
             self.save()
 
+    def truncate_from_end(self, offset: int) -> None:
+        """The log was truncated to ``offset`` (LeaderEpochFileCache.truncateFromEnd): entries
+        that start at or after it go."""
+        kept = [e for e in self.entries if e[1] < offset]
+        if kept != self.entries:
+            self.entries = kept
+            self.save()
+
     # -- look-ups
     def entries_in_range(self, start: int, end: int) -> list[tuple[int, int]]:
         """LeaderEpochFileCache.epochEntriesInRange: the entries of ``[start, end)``, the first

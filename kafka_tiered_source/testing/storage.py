@@ -271,6 +271,24 @@ class BrokerStorage:
                 part.remote.delete_below(before_offset)
             return part.log_start_offset
 
+    def compact(self, topic: str, partition: int, *, remove_tombstones: bool = True) -> int:
+        """Kafka's LogCleaner on the partition's closed segments (:func:`.cleaner.compact`): a
+        record goes when a later one has its key, a tombstone too with ``remove_tombstones``
+        (delete.retention.ms passed); offsets stay.  Returns the records removed."""
+        from .cleaner import compact
+        part = self.partition(topic, partition)
+        with part.lock:
+            return max(compact(log, remove_tombstones=remove_tombstones) for log in part.replicas)
+
+    def unclean_leader_election(self, topic: str, partition: int, log_end_offset: int) -> int:
+        """A replica whose log ends at ``log_end_offset`` becomes leader uncleanly: every log of
+        the partition is truncated there and a new leader epoch starts (:func:`.cleaner.truncate`).
+        Returns the new epoch."""
+        from .cleaner import truncate
+        part = self.partition(topic, partition)
+        with part.lock:
+            return truncate(part, log_end_offset)
+
     # ---------------------------------------------------------------------------- leader epochs
     def bump_leader_epoch(self, topic: str, partition: int) -> int:
         """A leadership change back to the same replica: a new leader epoch from the log end
