@@ -25,7 +25,6 @@ from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.planning import plan
 from kafka_tiered_source.planning.where import parse_where
 
-pytestmark = pytest.mark.decoder
 
 ORDERS0 = FIXTURE_META[("orders", 0)]["segments"]
 SINCE_MS = ORDERS0[8]["maxTimestamp"] + 1          # past 9 of orders-0's 14 tiered segments

@@ -31,7 +31,6 @@ from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 from kafka_tiered_source.testing.log import StorageError
 
-pytestmark = [pytest.mark.decoder]
 
 TOPIC, PART = "orders", 0
 FETCH, METADATA = m.FetchRequest.API_KEY, m.MetadataRequest.API_KEY

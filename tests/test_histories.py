@@ -212,7 +212,6 @@ def _diff(got, want) -> str:
     return f"got {len(got)} rows, want {len(want)}"
 
 
-@pytest.mark.decoder
 @settings(max_examples=int(__import__("os").environ.get("I24_EXAMPLES", "8")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(history=histories)

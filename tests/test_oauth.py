@@ -89,7 +89,6 @@ def read_exact(c, opts: dict):
     return stats
 
 
-@pytest.mark.decoder
 def test_client_credentials_read_is_exact_with_one_token(cluster, idp):
     before = idp.issued.get("reader", 0)
     stats = read_exact(cluster, options(cluster, idp))
@@ -99,7 +98,6 @@ def test_client_credentials_read_is_exact_with_one_token(cluster, idp):
     assert cluster.security_stats()["authentications"][("OAUTHBEARER", "reader")] > 0
 
 
-@pytest.mark.decoder
 def test_token_refreshed_and_connection_reauthenticated_in_the_middle_of_a_read(cluster, idp):
     """Everything through the broker in small fetches; the read stops past the token's expiry
     between two fetches.  The next fetch re-authenticates the same connection with a fresh token
@@ -128,7 +126,6 @@ def test_token_refreshed_and_connection_reauthenticated_in_the_middle_of_a_read(
     assert stats["expired_sessions_closed"] == stats0["expired_sessions_closed"]
 
 
-@pytest.mark.decoder
 def test_a_streams_client_outlives_its_tokens(cluster, idp):
     """A stream keeps one client for its life: micro-batches planned after the first token
     expired go through the same, re-authenticated connection and read the new data exactly."""
@@ -156,7 +153,6 @@ def test_a_streams_client_outlives_its_tokens(cluster, idp):
     assert cluster.security_stats()["expired_sessions_closed"] == stats0["expired_sessions_closed"]
 
 
-@pytest.mark.decoder
 def test_a_static_token_file_reads_without_the_endpoint(cluster, idp, tmp_path):
     token = tmp_path / "token.jwt"
     token.write_text(idp.mint("reader", scope="kafka") + "\n")
@@ -276,7 +272,6 @@ def test_librdkafkas_oidc_client_reads_through_the_broker(cluster, idp):
 
 
 @pytest.mark.spark
-@pytest.mark.decoder
 def test_spark_read_with_client_credentials(cluster, idp, spark):
     """The options travel to the executors, which fetch their own tokens for the broker's part
     (orders-1's last segment is not tiered: without a token no executor could read it)."""

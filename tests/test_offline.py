@@ -175,7 +175,6 @@ def test_read_committed_stops_before_an_open_transaction_and_says_why(stores, ca
     assert plain.partitions[0].end == tiered_end
 
 
-@pytest.mark.decoder
 def test_tasks_carry_the_manifests_the_planner_read(stores):
     """Offline, the planner reads every Aiven manifest (sizes, end offsets) anyway; the tasks
     carry what the reader needs of it, so no executor GETs a manifest.  Before, each task GOT
@@ -248,7 +247,6 @@ def test_offset_bounds_and_assign(stores):
 # ---------------------------------------------------------------------------------------------
 # errors
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.decoder
 def test_unknown_topic(stores):
     store_opts, _ = stores["file-aiven-zstd"]
     with pytest.raises(ConfigError, match=r"topic 'nope' has no tiered segments.*compacted, orders, payments") as err:
@@ -256,7 +254,6 @@ def test_unknown_topic(stores):
     assert err.value.option == "subscribe"
 
 
-@pytest.mark.decoder
 def test_subscribe_pattern(stores):
     store_opts, tiered = stores["file-local-tiered"]
     plan = plan_offline(_options(store_opts, subscribePattern="ord.*"))
@@ -266,7 +263,6 @@ def test_subscribe_pattern(stores):
     assert err.value.option == "subscribePattern"
 
 
-@pytest.mark.decoder
 def test_assign_partition_without_tiered_segments(stores):
     store_opts, _ = stores["file-aiven-zstd"]
     with pytest.raises(ConfigError, match=r"orders-7, which has no tiered segments.*\[0, 1\]") as err:
@@ -308,7 +304,6 @@ def test_timestamps_are_resolved_offline(stores):
                                                                   (1, tiered[("orders", 1)][0][0])]
 
 
-@pytest.mark.decoder
 def test_presigned_fetcher_offline_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="'presigned' but no 'kafka.bootstrap.servers'") as err:
         ReadOptions.parse({"subscribe": "t", "remote.storage.layout": "aiven",

@@ -34,7 +34,7 @@ from kafka_tiered_source.executor import TaskReader
 from kafka_tiered_source.testing import EmbeddedCluster
 from test_bad_input import make_batch
 
-pytestmark = [pytest.mark.decoder, pytest.mark.spark]
+pytestmark = [pytest.mark.spark]
 
 
 def _secret(tag: str) -> str:

@@ -3,10 +3,6 @@ option errors surfacing when the DataFrame is created."""
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
-import sys
-import textwrap
 
 import pyarrow as pa
 import pytest
@@ -14,7 +10,6 @@ from pyspark.errors import PySparkException
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
-from spark_session import ROOT, spark_env
 
 import kafka_tiered_source.spark as kts
 from kafka_tiered_source.spark.datasource import KafkaTieredDataSource
@@ -117,24 +112,3 @@ def test_decoder_arrow_schema_is_accepted_by_spark(spark, include_headers):
         dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
     if include_headers:
         assert [(h.key, h.value) for h in row.headers] == [("h", b"v"), ("n", None)]
-
-
-@pytest.mark.slow
-def test_spark_registers_the_source_by_itself():
-    # A fresh Spark process: only the pyspark_kafka_tiered module on the path, no register().
-    script = textwrap.dedent("""
-        import sys
-        sys.path.insert(0, %r)
-        from spark_session import build_session
-        spark = build_session("local[1]")
-        df = (spark.read.format("kafka-tiered")
-              .option("kafka.bootstrap.servers", "127.0.0.1:9092")
-              .option("subscribe", "t").load())
-        print("COLUMNS", ",".join(df.columns))
-        spark.stop()
-    """ % os.path.join(ROOT, "tests"))
-    env = {**os.environ, **spark_env()}
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd="/tmp",
-                          capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "COLUMNS key,value,topic,partition,offset,timestamp,timestampType" in done.stdout

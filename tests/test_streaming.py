@@ -52,7 +52,6 @@ def sink_rows(sp, out) -> dict:
     return {k: sorted(v) for k, v in got.items()}
 
 
-@pytest.mark.decoder
 @pytest.mark.parametrize("iso", ["read_uncommitted", "read_committed"])
 def test_available_now_over_tiered_topics_gives_exactly_the_records(sp, cluster, tmp_path, iso):
     df = stream(sp, cluster, subscribe=ALL_TOPICS, **{"kafka.isolation.level": iso})
@@ -84,7 +83,6 @@ def test_max_offsets_per_trigger_splits_the_catch_up_and_a_rerun_reads_only_new_
     assert len({o for o, _ in second}) == len(second)
 
 
-@pytest.mark.decoder
 def test_stream_options_are_checked_by_name():
     base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t"}
     with pytest.raises(ConfigError) as info:
@@ -95,7 +93,6 @@ def test_stream_options_are_checked_by_name():
     assert (o.max_offsets_per_trigger, o.max_bytes_per_trigger, o.max_trigger_delay_ms) == (10, 1000, 30_000)
 
 
-@pytest.mark.decoder
 def test_a_corrupt_checkpoint_offset_names_the_partition():
     from kafka_tiered_source.planning.stream import from_json_offsets
     with pytest.raises(ConfigError) as info:
@@ -216,7 +213,6 @@ def test_records_deleted_before_they_were_read_follow_fail_on_data_loss(sp, tmp_
             assert offsets == list(range(200)) + list(range(300, 400))
 
 
-@pytest.mark.decoder
 def test_rate_limit_splits_by_lag_as_sparks_kafka_source():
     from kafka_tiered_source.planning.stream import rate_limit
     start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 50}
@@ -228,7 +224,6 @@ def test_rate_limit_splits_by_lag_as_sparks_kafka_source():
     assert rate_limit(10_000, start, latest) == latest           # more than the lag: all of it
 
 
-@pytest.mark.decoder
 def test_max_bytes_per_trigger_bounds_each_micro_batch_in_log_bytes(cluster):
     from kafka_tiered_source.planning.stream import StreamPlanner, range_options
     from kafka_tiered_source import planning

@@ -128,7 +128,6 @@ def _read(c, client_id, **extra):
     return out
 
 
-@pytest.mark.decoder
 def test_a_reader_pushes_its_metrics_to_a_subscribing_broker(tmp_path):
     c = _cluster(tmp_path, "all", telemetry_metrics=("",))
     try:
@@ -159,7 +158,6 @@ def test_a_reader_pushes_its_metrics_to_a_subscribing_broker(tmp_path):
         c.stop()
 
 
-@pytest.mark.decoder
 def test_pushes_follow_the_subscription_and_can_be_turned_off(tmp_path):
     c = _cluster(tmp_path, "prefix", telemetry_metrics=("kafka.tiered.reader.remote.",))
     try:
@@ -192,7 +190,6 @@ def _audit(event, args):
 sys.addaudithook(_audit)      # CPython's audit events: every socket.connect of the process
 
 
-@pytest.mark.decoder
 def test_a_hundred_storage_only_tasks_push_over_one_connection(tmp_path):
     """Every task of a 100-task read that reads only from storage pushes its metrics, and the
     pushes share this process's one telemetry connection (Spark runs a worker's tasks in one

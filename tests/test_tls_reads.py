@@ -61,13 +61,11 @@ def read_exact(c, props: dict):
     assert stats.remote_bytes > 0 and stats.broker_fetches > 0     # storage and broker both read
 
 
-@pytest.mark.decoder
 @pytest.mark.parametrize("form", sorted(TRUSTSTORES))
 def test_tls_read_through_every_truststore_form(tls_cluster, form):
     read_exact(tls_cluster, TRUSTSTORES[form])
 
 
-@pytest.mark.decoder
 @pytest.mark.parametrize("form", sorted(KEYSTORES))
 def test_mtls_read_through_every_keystore_form(mtls_cluster, form):
     props, principal = KEYSTORES[form]
@@ -141,7 +139,6 @@ def test_confluent_kafka_reads_through_the_mtls_listener_with_a_pkcs12_keystore(
 
 
 @pytest.mark.spark
-@pytest.mark.decoder
 def test_spark_read_over_mtls_with_inline_pem(mtls_cluster, spark):
     """The options travel to the executors, which read the broker's part themselves (orders-1's
     last segment is not tiered); inline PEM needs nothing on the executors."""

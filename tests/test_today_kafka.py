@@ -70,7 +70,6 @@ def test_fixtures_are_read_directly_through_the_metadata_topic(today, locator, i
     assert today.storage.metrics.get(BROKER_REMOTE_BYTES) == before
 
 
-@pytest.mark.decoder
 def test_the_estimate_names_the_locators(today):
     from kafka_tiered_source.planning.estimate import estimate_plan
     opts = options(today, "read_uncommitted")
@@ -79,7 +78,6 @@ def test_the_estimate_names_the_locators(today):
     assert "metadata-topic" in str(est)
 
 
-@pytest.mark.decoder
 def test_a_kip1248_locator_on_todays_kafka_is_an_error_naming_why(today):
     with pytest.raises(ConfigError) as info:
         planning.plan(options(today, "read_uncommitted", **{"remote.segment.locator": "kip1248"}))
@@ -87,7 +85,6 @@ def test_a_kip1248_locator_on_todays_kafka_is_an_error_naming_why(today):
     assert "ignores the KIP-1248 tags" in str(info.value)
 
 
-@pytest.mark.decoder
 def test_a_metadata_topic_that_cannot_be_read_is_an_error_naming_why(today):
     with pytest.raises(ConfigError) as info:
         planning.plan(options(today, "read_uncommitted", **{"remote.segment.locator": "metadata-topic",
@@ -164,7 +161,6 @@ def test_confluent_kafka_can_assign_and_read_the_metadata_topic(today):
         sum(len(today.remote_segments(t, p)) for t, p in FIXTURE_PARTITIONS)
 
 
-@pytest.mark.decoder
 def test_offset_for_leader_epoch_and_the_tiered_list_offsets(today):
     t, p = "orders", 0
     with BrokerClient({"bootstrap.servers": today.bootstrap_servers}) as client:
@@ -254,7 +250,6 @@ def test_read_committed_stays_exact_across_the_tiered_local_boundary(tmp_path, i
 
 # ---------------------------------------------------------------------------------------------
 # the lineage rule: an unclean re-upload
-@pytest.mark.decoder
 def test_an_off_lineage_copy_is_skipped_as_remote_log_manager_does(tmp_path):
     from kafka.record.default_records import DefaultRecordBatchBuilder
     with file_tiered_cluster(tmp_path, kip1248=False, segment_bytes=1 << 20) as c:
@@ -295,7 +290,6 @@ def test_an_off_lineage_copy_is_skipped_as_remote_log_manager_does(tmp_path):
         assert values == [b"good-%d" % i for i in range(100)] + [b"later-%d" % i for i in range(50)]
 
 
-@pytest.mark.decoder
 def test_retention_writes_delete_events(tmp_path):
     with file_tiered_cluster(tmp_path, kip1248=False) as c:
         t, p = FIXTURE_PARTITIONS[0]
