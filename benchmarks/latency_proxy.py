@@ -37,6 +37,11 @@ from xml.sax.saxutils import escape
 
 HTTP_METHODS = (b"GET", b"HEAD", b"PUT", b"POST", b"DELETE", b"OPTIONS", b"PATCH")
 CHUNK = 64 * 1024
+# Responses move in larger pieces: the proxy stands in for a network, and at 64 KiB per
+# recv/sendall/sleep round it spent ~0.45 CPU-s per 400 MB on the client's own two cores (a real
+# store costs the reader nothing).  Pacing is unchanged: the connection's rate is kept by
+# sleeping until each piece is due, so a 256 KiB piece at 90 MB/s is a 2.9 ms step.
+RESPONSE_CHUNK = 256 * 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +290,7 @@ class LatencyProxy:
         t_start, sent = time.monotonic(), 0        # the pacing window of the current response
         try:
             while True:
-                data = upstream.recv(CHUNK)
+                data = upstream.recv(RESPONSE_CHUNK)
                 if not data:
                     break
                 with cond:
