@@ -86,6 +86,18 @@ def serving(start: int, end: int, state: PartitionState, lineage: Lineage | None
     return _filled(start, end, out)
 
 
+def serving_all(client, prs: Sequence, states: dict) -> dict:
+    """:func:`serving` for each partition range of ``prs`` (``states`` by (topic, partition)),
+    with the lineages of every partition that has readable copies asked at once
+    (:func:`~.lineage.ask_lineages`): ``{(topic, partition): [Served, ...]}``."""
+    from .lineage import ask_lineages
+    keyed = [((pr.topic, pr.partition), pr) for pr in prs]
+    lineages = ask_lineages(client, {
+        key: (pr.log_start, [c.leader_epochs for c in states[key].readable()])
+        for key, pr in keyed if pr.start < pr.end and states[key].readable()})
+    return {key: serving(pr.start, pr.end, states[key], lineages.get(key)) for key, pr in keyed}
+
+
 def lineage_spans(lineage: Lineage, epochs: Iterable[int]) -> list[tuple[int, int, int]]:
     """``(start, end exclusive, epoch)`` of each of ``epochs`` that is on the lineage, by start."""
     spans = []

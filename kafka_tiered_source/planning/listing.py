@@ -49,8 +49,8 @@ from ..storage.indexes import (AbortedTxn, parse_offset_index, parse_producer_sn
 from ..storage.layouts import listing_prefix, parse_aiven_key, parse_local_tiered_key
 from ..storage.protocols import SegmentCatalog
 from ..storage.segment import RemoteSegment
-from .coverage import serving
-from .lineage import ask_lineages, epochs_in_range, parse_checkpoint
+from .coverage import serving_all
+from .lineage import epochs_in_range, parse_checkpoint
 from .locate import Located
 from .packing import SegmentSlice, index_checkpoints
 from .tasks import BrokerRange
@@ -404,15 +404,10 @@ class ListingLocator:
 
     def locate_all(self, prs) -> dict:
         states = {(pr.topic, pr.partition): self.copies(pr) for pr in prs}
-        lineages = ask_lineages(self.client, {
-            (pr.topic, pr.partition): (pr.log_start, [c.leader_epochs for c in states[(pr.topic, pr.partition)].readable()])
-            for pr in prs if pr.start < pr.end and states[(pr.topic, pr.partition)].readable()})
-        out = {}
-        for pr in prs:
-            key = (pr.topic, pr.partition)
-            spans = serving(pr.start, pr.end, states[key], lineages.get(key))
-            out[key] = located_spans(pr, [(s, e, self._segments[c.segment_id] if c is not None else None)
-                                          for s, e, c in spans],
-                                     offset_index=self.offset_index, fetcher=self.listing.fetcher,
-                                     client=self.client, isolation_level=self.iso)
-        return out
+        served = serving_all(self.client, prs, states)
+        return {(pr.topic, pr.partition): located_spans(
+                    pr, [(s, e, self._segments[c.segment_id] if c is not None else None)
+                         for s, e, c in served[(pr.topic, pr.partition)]],
+                    offset_index=self.offset_index, fetcher=self.listing.fetcher,
+                    client=self.client, isolation_level=self.iso)
+                for pr in prs}

@@ -35,8 +35,7 @@ from ..model import EARLIEST, LATEST
 from ..protocol import remote_log_metadata as rlm
 from ..protocol.metadata_select import select_records
 from ..storage.segment import RemoteSegment
-from .coverage import Served, serving
-from .lineage import ask_lineages
+from .coverage import Served, serving_all
 from .locate import OPTION, Key, Located
 from .plan import PartitionRange
 from .remote_log_state import CopyMeta, PartitionState, RemoteLogState
@@ -245,14 +244,11 @@ class MetadataTopicLocator:
 
     def _locate_all(self, prs: Sequence[PartitionRange]) -> dict[Key, Located]:
         states = self.states(prs)
-        lineages = ask_lineages(self.client, {
-            (pr.topic, pr.partition): (pr.log_start, [c.leader_epochs for c in states[(pr.topic, pr.partition)].readable()])
-            for pr in prs if pr.start < pr.end and states[(pr.topic, pr.partition)].readable()})
+        served = serving_all(self.client, prs, states)
         out = {}
         for pr in prs:
             key = (pr.topic, pr.partition)
-            state = states[key]
-            spans = serving(pr.start, pr.end, state, lineages.get(key))
+            state, spans = states[key], served[key]
             _log_trimmed(pr, state, spans)
             empty = {c.segment_id for c in state.readable() if c.txn_index_empty}
             out[key] = located_spans(pr, [(s, e, self._segment(c) if c is not None else None) for s, e, c in spans],

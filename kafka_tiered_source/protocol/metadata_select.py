@@ -22,6 +22,7 @@ from typing import Any, Collection
 
 from ..errors import CorruptRecordError
 from ..records import decoder_backend
+from ..records._python import Cursor, RecordFormatError
 from ..records.codecs import decompress
 from ..records.decoder import DEFAULT_MAX_DECOMPRESSED_BYTES
 from ..records.header import ATTRIBUTES_OFFSET, CODEC_MASK, CONTROL_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD
@@ -100,39 +101,10 @@ def _native_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, db
 
 
 # -- the pure-Python reference: native/rlm.c, rule for rule -------------------------------------
-class _Bad(Exception):
-    """(message, position): the first malformed byte."""
+class _Reader(Cursor):
+    """The record decoder's bounded cursor (native/cursor.h's words in its errors), plus skip."""
 
-
-class _Reader:
-    """A bounded cursor over ``buf[pos:end]``; errors as native/cursor.h words them."""
-
-    __slots__ = ("buf", "pos", "end", "origin", "decompressed")
-
-    def __init__(self, buf: Any, pos: int, end: int, origin: int, decompressed: bool):
-        self.buf, self.pos, self.end, self.origin, self.decompressed = buf, pos, end, origin, decompressed
-
-    def fail(self, at: int, message: str) -> _Bad:
-        if self.decompressed:
-            return _Bad(f"{message} at byte {at} of the decompressed records", self.origin)
-        return _Bad(message, self.origin + at)
-
-    def need(self, n: int, what: str) -> None:
-        if n < 0 or self.end - self.pos < n:
-            raise self.fail(self.pos, f"truncated {what}: needs {n} bytes, {self.end - self.pos} left")
-
-    def varint(self, what: str, max_bytes: int = 5, last_mask: int = 0xF0) -> int:
-        start, v = self.pos, 0
-        for i in range(max_bytes):
-            self.need(1, what)
-            b = self.buf[self.pos]
-            self.pos += 1
-            if i == max_bytes - 1 and b & last_mask:
-                break
-            v |= (b & 0x7F) << (7 * i)
-            if not b & 0x80:
-                return (v >> 1) ^ -(v & 1)
-        raise self.fail(start, f"{'varint' if max_bytes == 5 else 'varlong'} {what} longer than {max_bytes} bytes")
+    __slots__ = ()
 
     def skip(self, n: int, what: str) -> int:
         at = self.pos
@@ -247,7 +219,7 @@ def _python_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, db
                                   out)
             next_offset, last_epoch = base + last_delta + 1, epoch
             pos += size
-    except _Bad as bad:
+    except RecordFormatError as bad:
         message, position = bad.args
         error: tuple[str, int, int] | None = (message, position, base)
     else:
