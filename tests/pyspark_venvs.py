@@ -10,11 +10,12 @@ tests loudly, as tests/spark35_venv.py does.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
 import sysconfig
+
+from spark35_venv import run, stamp_key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: minor version -> requirement (the latest patch release of each line)
@@ -25,26 +26,18 @@ def venv_dir(minor: str) -> str:
     return os.path.join(ROOT, f".venv-pyspark-{minor}")
 
 
-def _key(minor: str) -> str:
-    h = hashlib.sha256(f"{RELEASES[minor]}\n{sys.prefix}".encode())
-    for name in ("pyproject.toml", "setup.py"):
-        with open(os.path.join(ROOT, name), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()
-
-
 def ensure(minor: str) -> str:
     """The python of the pyspark ``minor`` venv, made or refreshed when needed."""
     venv = venv_dir(minor)
     python = os.path.join(venv, "bin", "python")
     stamp = os.path.join(venv, ".installed")
-    key = _key(minor)
+    key = stamp_key(RELEASES[minor], sys.prefix)
     if os.path.exists(python) and os.path.exists(stamp) and open(stamp).read() == key:
         return python
     base = getattr(sys, "_base_executable", None) or sys.executable
     if not os.path.exists(python):
-        _run([base, "-m", "venv", venv])
-    _run([python, "-m", "pip", "install", "--quiet", RELEASES[minor]])
+        run([base, "-m", "venv", venv])
+    run([python, "-m", "pip", "install", "--quiet", RELEASES[minor]])
     own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                          capture_output=True, text=True, check=True).stdout.strip()
     suite = sysconfig.get_paths()["purelib"]      # this interpreter's: the suite's .venv
@@ -60,12 +53,6 @@ def ensure(minor: str) -> str:
     with open(stamp, "w") as f:
         f.write(key)
     return python
-
-
-def _run(cmd: list) -> None:
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
 
 
 if __name__ == "__main__":

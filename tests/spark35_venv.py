@@ -23,8 +23,9 @@ REQUIREMENTS = ["pyspark[sql]>=3.5,<3.6", "pyarrow>=14,<15", "pandas>=1.5,<2.3",
 STAMP = os.path.join(VENV, ".installed")
 
 
-def _key() -> str:
-    h = hashlib.sha256("\n".join(REQUIREMENTS).encode())
+def stamp_key(*parts: str) -> str:
+    """What a venv was made from: ``parts`` (its requirements) and the packaging files."""
+    h = hashlib.sha256("\n".join(parts).encode())
     for name in ("pyproject.toml", "setup.py"):
         with open(os.path.join(ROOT, name), "rb") as f:
             h.update(f.read())
@@ -34,16 +35,16 @@ def _key() -> str:
 def ensure(quiet: bool = True) -> str:
     """The venv's python, creating or refreshing the venv when needed.  Fails loudly (with
     pip's output) when it cannot be made: the 3.5 tests never skip."""
-    key = _key()
+    key = stamp_key(*REQUIREMENTS)
     if os.path.exists(PYTHON) and os.path.exists(STAMP) and open(STAMP).read() == key:
         return PYTHON
     base = getattr(sys, "_base_executable", None) or sys.executable
     if not os.path.exists(PYTHON):
-        _run([base, "-m", "venv", VENV])
+        run([base, "-m", "venv", VENV])
     q = ["--quiet"] if quiet else []
-    _run([PYTHON, "-m", "pip", "install", *q, "--upgrade", "pip", "setuptools", "wheel"])
+    run([PYTHON, "-m", "pip", "install", *q, "--upgrade", "pip", "setuptools", "wheel"])
     # editable: the checkout is the package (and its native decoder) the tests exercise
-    _run([PYTHON, "-m", "pip", "install", *q, *REQUIREMENTS, "-e", ROOT])
+    run([PYTHON, "-m", "pip", "install", *q, *REQUIREMENTS, "-e", ROOT])
     check = subprocess.run([PYTHON, "-c", "import pyspark, pyarrow, kafka_tiered_source as k; "
                             "print(pyspark.__version__, pyarrow.__version__, k.decoder_backend())"],
                            capture_output=True, text=True, cwd=ROOT)
@@ -55,7 +56,8 @@ def ensure(quiet: bool = True) -> str:
     return PYTHON
 
 
-def _run(cmd: list) -> None:
+def run(cmd: list) -> None:
+    """Run ``cmd`` at the top of the checkout; its output goes into the error when it fails."""
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
