@@ -155,7 +155,6 @@ def test_a_wrong_store_fails_the_scan_at_once(cluster, wrong):
         kts.scan({**options(cluster), **wrong})
 
 
-@pytest.mark.decoder
 def test_fallback_always_reads_through_the_broker(cluster):
     batches = list(kts.scan(options(cluster, "read_committed", **{"fetch.remote.fallback": "always"})))
     assert_fixture_rows(batches, True)
@@ -163,7 +162,6 @@ def test_fallback_always_reads_through_the_broker(cluster):
     assert total.remote_requests == 0 and total.fallbacks > 0
 
 
-@pytest.mark.decoder
 def test_duckdb_and_polars_take_the_reader_as_it_is(cluster):
     import duckdb
     import polars as pl
@@ -273,7 +271,6 @@ def test_a_failing_task_ends_the_window_with_its_error():
     assert len(started) < 6
 
 
-@pytest.mark.decoder
 def test_an_error_while_reading_names_its_class_and_where(cluster, tmp_path):
     """A corrupt byte in a tiered segment fails its task (as a bad CRC does in Spark) and the
     scan with it: the message through the C stream starts with the error's class."""

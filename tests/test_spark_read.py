@@ -173,7 +173,6 @@ def _first_at_or_after(rows, ts):
     return min(hits) if hits else None
 
 
-@pytest.mark.decoder
 def test_starting_and_ending_timestamp(sp, cluster):
     t1, t2 = 1_700_000_012_000, 1_700_000_019_000
     partitions = [tp for tp in FIXTURE_PARTITIONS if tp[0] in ("orders", "compacted")]
@@ -189,7 +188,6 @@ def test_starting_and_ending_timestamp(sp, cluster):
     assert sorted(got) == partitions
 
 
-@pytest.mark.decoder
 def test_min_partitions_splits_and_keeps_rows(sp, cluster):
     df = load(sp, base_options(cluster, subscribe="orders", minPartitions="6"))
     assert df.rdd.getNumPartitions() >= 6
@@ -197,7 +195,6 @@ def test_min_partitions_splits_and_keeps_rows(sp, cluster):
     assert_partitions_equal(got, [tp for tp in FIXTURE_PARTITIONS if tp[0] == "orders"], False)
 
 
-@pytest.mark.decoder
 def test_empty_topic_gives_no_rows_with_the_kafka_schema(sp, cluster):
     df = load(sp, base_options(cluster, subscribe="empty"))
     reference = load(sp, base_options(cluster, subscribe="orders"))
@@ -276,7 +273,6 @@ def test_s3_fetcher_reads_directly(sp, s3, iso):
     assert broker_counter(s3, BROKER_REMOTE_BYTES) == broker_remote
 
 
-@pytest.mark.decoder
 def test_presigned_urls_read_directly(sp, s3):
     grants, broker_remote = broker_counter(s3, GRANTS), broker_counter(s3, BROKER_REMOTE_BYTES)
     opts = {"kafka.bootstrap.servers": s3.bootstrap_servers, "includeHeaders": "true",
@@ -290,7 +286,6 @@ def test_presigned_urls_read_directly(sp, s3):
     assert broker_counter(s3, BROKER_REMOTE_BYTES) == broker_remote
 
 
-@pytest.mark.decoder
 def test_with_no_fetcher_configured_presigned_urls_are_used_and_rows_are_the_same(sp, s3):
     """Switching from Spark's "kafka" format by changing one word (no storage options): the
     segments the broker hands out presigned URLs for are read directly."""
@@ -304,7 +299,6 @@ def test_with_no_fetcher_configured_presigned_urls_are_used_and_rows_are_the_sam
     assert stats.remote_requests > 0 and stats.fallbacks == 0
 
 
-@pytest.mark.decoder
 def test_with_no_fetcher_and_no_presigned_urls_everything_comes_through_the_broker(tmp_path):
     with EmbeddedCluster(str(tmp_path / "data"), remote_storage=f"file://{tmp_path}/remote") as c:
         c.import_log_dir("orders", 1, fixture_segments("orders", 1))
