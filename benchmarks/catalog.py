@@ -37,6 +37,7 @@ native extension built, e.g. ``git worktree add DIR <commit>`` then ``python set
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -237,43 +238,52 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def plans(args, trees: dict[str, str]) -> dict:
+@contextlib.contextmanager
+def history_cluster(work_dir: str | None, prefix: str, others: int):
+    """``(work, remote, cluster, history, build seconds)``: today's Kafka with one metadata
+    partition holding ``others`` other segments' events around this benchmark's topic, in a
+    work directory removed afterwards."""
     from kafka_tiered_source.testing import EmbeddedCluster
-    work = tempfile.mkdtemp(prefix="kts-catalog-", dir=args.work_dir)
+    work = tempfile.mkdtemp(prefix=prefix, dir=work_dir)
     remote = f"file://{work}/remote"
     try:
         with EmbeddedCluster(os.path.join(work, "broker"), remote_storage=remote, kip1248=False,
                              remote_log_metadata_partitions=1) as cluster:
             t0 = time.perf_counter()
-            build(cluster, args.others)
-            from kafka_tiered_source.protocol import remote_log_metadata as rlm
-            records = cluster.offsets(rlm.TOPIC, 0).high_watermark
-            print(f"built: {records:,} records in the metadata partition ({args.others:,} other segments, "
-                  f"{OWN_SEGMENTS} of {TOPIC}) in {time.perf_counter() - t0:.1f} s", flush=True)
-            got: dict = {name: {"first": [], "same process": [], "new process": []} for name in trees}
-            replays: dict = {}
-            for rep in range(args.repeat):      # alternating: the machine's noise hits both sides
-                for name, tree in trees.items():
-                    cache = os.path.join(work, f"cache-{name}-{rep}") if name == "after" else None
-                    opts = options(cluster, remote, cache)
-                    w = Worker(tree)
-                    try:
-                        first = w.ask({"op": "plan", "opts": opts})
-                        same = w.ask({"op": "plan", "opts": opts})
-                    finally:
-                        w.close()
-                    w = Worker(tree)
-                    try:
-                        new = w.ask({"op": "plan", "opts": opts})
-                    finally:
-                        w.close()
-                    assert first["remote_ranges"] == same["remote_ranges"] == new["remote_ranges"] >= OWN_SEGMENTS
-                    for kind, r in (("first", first), ("same process", same), ("new process", new)):
-                        got[name][kind].append(r["wall_s"])
-                        replays.setdefault(name, {})[kind] = r["replays"]
-            skip = skip_cost(cluster, cluster.topic(TOPIC).topic_id)
+            history = build(cluster, others)
+            yield work, remote, cluster, history, time.perf_counter() - t0
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def plans(args, trees: dict[str, str]) -> dict:
+    with history_cluster(args.work_dir, "kts-catalog-", args.others) as (work, remote, cluster, _, built_s):
+        from kafka_tiered_source.protocol import remote_log_metadata as rlm
+        records = cluster.offsets(rlm.TOPIC, 0).high_watermark
+        print(f"built: {records:,} records in the metadata partition ({args.others:,} other segments, "
+              f"{OWN_SEGMENTS} of {TOPIC}) in {built_s:.1f} s", flush=True)
+        got: dict = {name: {"first": [], "same process": [], "new process": []} for name in trees}
+        replays: dict = {}
+        for rep in range(args.repeat):      # alternating: the machine's noise hits both sides
+            for name, tree in trees.items():
+                cache = os.path.join(work, f"cache-{name}-{rep}") if name == "after" else None
+                opts = options(cluster, remote, cache)
+                w = Worker(tree)
+                try:
+                    first = w.ask({"op": "plan", "opts": opts})
+                    same = w.ask({"op": "plan", "opts": opts})
+                finally:
+                    w.close()
+                w = Worker(tree)
+                try:
+                    new = w.ask({"op": "plan", "opts": opts})
+                finally:
+                    w.close()
+                assert first["remote_ranges"] == same["remote_ranges"] == new["remote_ranges"] >= OWN_SEGMENTS
+                for kind, r in (("first", first), ("same process", same), ("new process", new)):
+                    got[name][kind].append(r["wall_s"])
+                    replays.setdefault(name, {})[kind] = r["replays"]
+        skip = skip_cost(cluster, cluster.topic(TOPIC).topic_id)
     rows = {name: {kind: {"best_s": round(min(v), 4), "median_s": round(statistics.median(v), 4)}
                    for kind, v in kinds.items()} for name, kinds in got.items()}
     if "before" in rows:
@@ -290,35 +300,27 @@ def plans(args, trees: dict[str, str]) -> dict:
 
 
 def streams(args, trees: dict[str, str]) -> dict:
-    from kafka_tiered_source.testing import EmbeddedCluster
     out = []
     for others in [int(s) for s in args.stream.split(",")]:
-        work = tempfile.mkdtemp(prefix="kts-catalog-stream-", dir=args.work_dir)
-        remote = f"file://{work}/remote"
-        try:
-            with EmbeddedCluster(os.path.join(work, "broker"), remote_storage=remote, kip1248=False,
-                                 remote_log_metadata_partitions=1) as cluster:
-                t0 = time.perf_counter()
-                history = build(cluster, others)
-                print(f"built {others:,} other segments in {time.perf_counter() - t0:.1f} s", flush=True)
-                workers = {name: Worker(tree) for name, tree in trees.items()}
-                walls: dict = {name: [] for name in trees}
-                try:
-                    for batch in range(args.batches):
-                        for name, w in workers.items():
-                            cache = os.path.join(work, "cache") if name == "after" else None
-                            r = w.ask({"op": "batch", "opts": {**options(cluster, remote, cache),
-                                                               "startingOffsets": "earliest"}})
-                            assert r["offsets"] > 0 and r["remote_ranges"] >= 1
-                            if batch:           # the first micro-batch scans the history once
-                                walls[name].append(r["wall_s"])
-                        own_segment(cluster, OWN_SEGMENTS + batch)
-                        history.add(PER_BATCH_GROWTH)
-                finally:
-                    for w in workers.values():
-                        w.close()
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        with history_cluster(args.work_dir, "kts-catalog-stream-", others) as (work, remote, cluster, history,
+                                                                               built_s):
+            print(f"built {others:,} other segments in {built_s:.1f} s", flush=True)
+            workers = {name: Worker(tree) for name, tree in trees.items()}
+            walls: dict = {name: [] for name in trees}
+            try:
+                for batch in range(args.batches):
+                    for name, w in workers.items():
+                        cache = os.path.join(work, "cache") if name == "after" else None
+                        r = w.ask({"op": "batch", "opts": {**options(cluster, remote, cache),
+                                                           "startingOffsets": "earliest"}})
+                        assert r["offsets"] > 0 and r["remote_ranges"] >= 1
+                        if batch:           # the first micro-batch scans the history once
+                            walls[name].append(r["wall_s"])
+                    own_segment(cluster, OWN_SEGMENTS + batch)
+                    history.add(PER_BATCH_GROWTH)
+            finally:
+                for w in workers.values():
+                    w.close()
         row = {"others": others, **{f"{name}_median_s": round(statistics.median(v), 4) for name, v in walls.items()},
                **{f"{name}_max_s": round(max(v), 4) for name, v in walls.items()}}
         out.append(row)
