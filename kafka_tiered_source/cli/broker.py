@@ -21,17 +21,32 @@ import threading
 
 from . import command, examples
 
+# kafka-topics --config names --topic-config takes, and create_topic's argument for each
+TOPIC_CONFIGS = {"retention.ms": "retention_ms", "retention.bytes": "retention_bytes",
+                 "local.retention.ms": "local_retention_ms", "local.retention.bytes": "local_retention_bytes",
+                 "segment.ms": "segment_ms", "segment.jitter.ms": "segment_jitter_ms"}
+
 
 @command("broker", "Run an embedded Kafka-protocol broker with tiered storage (tests, demos).")
 def _broker_setup(p: argparse.ArgumentParser):
+    from ..testing.logconfig import DEFAULT_SEGMENT_MS, DEFAULT_TASK_INTERVAL_MS
     p.add_argument("--data-dir", required=True, help="directory holding logs, metadata and coordinator state")
     p.add_argument("--host", default="127.0.0.1", help="address to bind and advertise (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=9092, help="Kafka listener port (0 = any free port)")
     p.add_argument("--remote-storage", help="file:///dir, memory://name or s3://bucket/prefix")
     p.add_argument("--layout", default="aiven", choices=["aiven", "kafka-local-tiered"])
-    p.add_argument("--segment-bytes", type=int, default=1 << 30)
-    p.add_argument("--local-retention-bytes", type=int, default=None)
-    p.add_argument("--local-retention-ms", type=int, default=None)
+    p.add_argument("--segment-bytes", type=int, default=1 << 30, help="segment.bytes: roll at this size")
+    p.add_argument("--segment-ms", type=int, default=DEFAULT_SEGMENT_MS,
+                   help="segment.ms: roll once the records span this long (default 7 days, as Kafka)")
+    p.add_argument("--segment-jitter-ms", type=int, default=0, help="segment.jitter.ms: roll up to this much sooner")
+    p.add_argument("--local-retention-bytes", type=int, default=None,
+                   help="log.local.retention.bytes for tiered segments (-2: retention.bytes, -1: no limit)")
+    p.add_argument("--local-retention-ms", type=int, default=None,
+                   help="log.local.retention.ms for tiered segments (-2: retention.ms, -1: no limit); "
+                        "without either, a segment's local copy goes once it is tiered")
+    p.add_argument("--remote-log-manager-task-interval-ms", type=int, default=DEFAULT_TASK_INTERVAL_MS,
+                   help="remote.log.manager.task.interval.ms: how often closed segments are copied to "
+                        "remote storage, then local and remote retention applied (default 30000, as Kafka)")
     p.add_argument("--chunk-compression", action="store_true", help="Aiven layout: zstd-compress chunks")
     p.add_argument("--chunk-size", type=int, default=4 * 1024 * 1024)
     p.add_argument("--key-prefix", default="")
@@ -59,6 +74,9 @@ def _broker_setup(p: argparse.ArgumentParser):
                    help="partitions of __remote_log_metadata (default 50, as Kafka)")
     p.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
                    help="create this topic at start-up unless it exists (repeatable)")
+    p.add_argument("--topic-config", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"a topic config of the topics --topic creates, as kafka-topics --config "
+                        f"(repeatable): {', '.join(TOPIC_CONFIGS)}")
     p.add_argument("--encryption-key-pair", action="append", default=[], metavar="ID=PRIVATE_KEY_PEM",
                    help="Aiven layout: a key pair (its PKCS#8 private key file; the plugin's "
                         "encryption.key.pairs) to read segments of (repeatable)")
@@ -67,6 +85,8 @@ def _broker_setup(p: argparse.ArgumentParser):
     p.add_argument("--log-level", default="INFO")
     p.epilog = examples(
         "kafka-tiered broker --data-dir /tmp/kt --remote-storage file:///tmp/kt-remote --topic orders:4",
+        "kafka-tiered broker --data-dir /tmp/kt --remote-storage file:///tmp/r --topic t --segment-bytes 65536 \\",
+        "    --topic-config local.retention.ms=600000 --remote-log-manager-task-interval-ms 5000",
         "kafka-tiered broker --data-dir /tmp/kt --port 0 --no-kip1248 --metrics-port 0   # as Kafka 4.1",
         "AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... kafka-tiered broker --data-dir /tmp/kt \\",
         "    --remote-storage s3://tiered/kt --s3-endpoint-url http://127.0.0.1:5000 --chunk-compression",
@@ -93,11 +113,14 @@ def _broker_run(args) -> int:
         s3_session_token=os.environ.get("AWS_SESSION_TOKEN"), sasl=sasl, ssl=ssl, host=args.host,
         port=args.port, metrics_port=args.metrics_port, auto_create_topics=args.auto_create_topics,
         kip1248=args.kip1248, remote_log_metadata_partitions=args.remote_log_metadata_partitions,
-        encryption_key_pair_id=args.encryption_key_pair_id, encryption_key_pairs=_key_pairs(args))
+        encryption_key_pair_id=args.encryption_key_pair_id, encryption_key_pairs=_key_pairs(args),
+        segment_ms=args.segment_ms, segment_jitter_ms=args.segment_jitter_ms,
+        remote_log_manager_task_interval_ms=args.remote_log_manager_task_interval_ms)
+    configs = _topic_configs(args)
     for spec in args.topic:
         name, _, parts = spec.partition(":")
         if name not in cluster.topics:
-            cluster.create_topic(name, int(parts or 1))
+            cluster.create_topic(name, int(parts or 1), **configs)
     done = threading.Event()
 
     def on_signal(signum, frame):
@@ -117,6 +140,22 @@ def _broker_run(args) -> int:
             signal.signal(s, h)
     print("broker stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _topic_configs(args) -> dict:
+    from ..errors import ConfigError
+    out = {}
+    for spec in args.topic_config:
+        key, eq, value = spec.partition("=")
+        if key.strip() not in TOPIC_CONFIGS:
+            raise ConfigError(f"--topic-config {spec!r}: the embedded broker's topics take "
+                              f"{', '.join(TOPIC_CONFIGS)}", option="--topic-config")
+        try:
+            out[TOPIC_CONFIGS[key.strip()]] = int(value)
+        except ValueError:
+            raise ConfigError(f"--topic-config {spec!r}: {key.strip()} takes a whole number",
+                              option="--topic-config") from None
+    return out
 
 
 def _key_pairs(args) -> dict:

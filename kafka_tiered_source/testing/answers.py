@@ -19,6 +19,11 @@ class TopicInfo:
     # remote retention (RemoteLogManager's expiration task): retention.ms / retention.bytes
     retention_ms: int | None = None
     retention_bytes: int | None = None
+    # the topic's own log settings (None: the broker's; logconfig.py)
+    local_retention_ms: int | None = None
+    local_retention_bytes: int | None = None
+    segment_ms: int | None = None
+    segment_jitter_ms: int | None = None
 
     @cached_property
     def topic_id_bytes(self) -> bytes:

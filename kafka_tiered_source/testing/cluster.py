@@ -19,9 +19,10 @@ import asyncio
 import os
 import threading
 
-from ..errors import KafkaTieredError
+from ..errors import ConfigError, KafkaTieredError
 from ..ids import random_uuid, uuid_to_str
 from .coordinator import Coordinator
+from .rlm_tasks import RemoteLogManagerTasks
 from .server import BrokerServer, SaslConfig, ServerConfig, SslConfig, TelemetryPush
 from .storage import BrokerStorage
 
@@ -55,6 +56,18 @@ class EmbeddedCluster:
     the Aiven plugin's ``encryption.key.pair.id`` / ``encryption.key.pairs``: with them the aiven
     layout encrypts what it tiers with the active pair (chunk compression on or off) and reads
     back segments of every pair.
+
+    ``remote_log_manager_task_interval_ms`` (Kafka's ``remote.log.manager.task.interval.ms``,
+    30000 there): while the cluster runs, RemoteLogManager's copy task (then local retention)
+    and expiration task run on every tiered partition at this interval (:mod:`.rlm_tasks`).
+    None (the default) runs none: tests step with ``tier()`` and ``expire()``, whose answers
+    (the copies made, the copies deleted) a background task would otherwise take part of.
+    Either way one partition's tasks never run at once.  Segments roll by ``segment_bytes`` and,
+    when set, by ``segment_ms`` of record time less a random ``segment_jitter_ms``, as Kafka's
+    append does; None (the default) rolls by size only, as tests mix fixed 2023 timestamps with
+    markers stamped now, which Kafka's 7 days would split (``kafka-tiered broker`` takes Kafka's
+    defaults).  A topic may set its own at creation (``create_topic(..., segment_ms=...,
+    local_retention_ms=..., local_retention_bytes=...)``).
     """
 
     def __init__(self, data_dir: str, *, remote_storage: str | None = None, layout: str = "aiven",
@@ -69,7 +82,8 @@ class EmbeddedCluster:
                  telemetry_metrics=(), telemetry_push_interval_ms: int = 5000,
                  consumer_byte_rate: int | None = None, kip1248: bool = True,
                  remote_log_metadata_partitions: int = 50, encryption_key_pair_id: str | None = None,
-                 encryption_key_pairs=None, kip1266: bool = False):
+                 encryption_key_pairs=None, kip1266: bool = False, segment_ms: int | None = None,
+                 segment_jitter_ms: int = 0, remote_log_manager_task_interval_ms: int | None = None):
         self.data_dir = os.path.abspath(data_dir)
         self.storage = BrokerStorage(
             self.data_dir, remote_storage=remote_storage, layout=layout, segment_bytes=segment_bytes,
@@ -80,7 +94,12 @@ class EmbeddedCluster:
             s3_secret_access_key=s3_secret_access_key, s3_session_token=s3_session_token, broker_id=0,
             remote_log_metadata_partitions=remote_log_metadata_partitions,
             encryption_key_pair_id=encryption_key_pair_id, encryption_key_pairs=encryption_key_pairs,
-            kip1266=kip1266)
+            kip1266=kip1266, segment_ms=segment_ms, segment_jitter_ms=segment_jitter_ms)
+        if remote_log_manager_task_interval_ms is not None and remote_log_manager_task_interval_ms <= 0:
+            raise ConfigError(f"remote_log_manager_task_interval_ms must be > 0, got "
+                              f"{remote_log_manager_task_interval_ms}", option="remote_log_manager_task_interval_ms")
+        self.remote_log_manager_task_interval_ms = remote_log_manager_task_interval_ms
+        self.remote_log_manager: RemoteLogManagerTasks | None = None
         self.coordinator = Coordinator(self.data_dir)
         self.config = ServerConfig(
             host=host, port=port, sasl=SaslConfig.of(sasl), ssl=SslConfig.of(ssl), metrics_port=metrics_port,
@@ -144,9 +163,15 @@ class EmbeddedCluster:
             raise KafkaTieredError(f"embedded broker failed to start on {self.config.host}:{self.config.port}: "
                                    f"{failure[0]}") from failure[0]
         self._server, self._loop, self._thread = server, loop, thread
+        interval = self.remote_log_manager_task_interval_ms
+        if interval is not None and self.storage.store is not None:
+            self.remote_log_manager = RemoteLogManagerTasks(self.storage, interval).start()
         return self
 
     def stop(self) -> None:
+        if self.remote_log_manager is not None:     # first: no copy is cut off by the listener's end
+            self.remote_log_manager.stop()
+            self.remote_log_manager = None
         if self._thread is None:
             return
         loop = self._loop

@@ -1,79 +1,143 @@
 """The embedded broker's RemoteLogManager tasks: copying closed segments to remote storage, local
-retention of what is copied, and remote retention (the expiration task)."""
+retention of what is copied, and remote retention (the expiration task).
+
+Each runs on one partition at a time under that partition's ``tasks`` lock, as Kafka runs one
+partition's RLMCopyTask and RLMExpirationTask one after the other, whether the scheduler
+(:mod:`.rlm_tasks`) or a test (``tier()``, ``expire()``) starts it.  The copy takes the
+partition's ``lock`` per segment, so produce and fetch go on between copies.
+"""
 from __future__ import annotations
 
+import bisect
+import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
+from . import logconfig
+from .batches import StorageError
 from .tiering import RemotePartition, RemoteSegmentMetadata
 
 if TYPE_CHECKING:
+    from .log import PartitionLog, Segment
     from .partition import Partition
     from .storage import BrokerStorage
 
 
-def tier(storage: "BrokerStorage", parts: list["Partition"]) -> list[RemoteSegmentMetadata]:
-    """What RemoteLogManager.copyLogSegmentsToRemote copies, from each partition leader's log:
-    the segments from the one holding (highest copied offset + 1) on (``log.logSegments(
-    highestCopied + 1, MAX)``; the highest copied offset is findHighestRemoteOffset's, over the
-    leader's epochs), each closed segment whose next segment starts at or below the last stable
-    offset, copied with its end offset at that next segment's base - 1.  Then local retention on
-    every replica."""
+def _held(storage: "BrokerStorage", part: "Partition") -> bool:
+    """Whether ``part`` is still the broker's (a deleted topic's tasks end: RemoteLogManager.
+    stopPartitions cancels them)."""
+    try:
+        return storage.partition(part.topic.name, part.partition) is part
+    except StorageError:
+        return False
+
+
+def tier(storage: "BrokerStorage", parts: list["Partition"],
+         stopping: Callable[[], bool] = lambda: False) -> list[RemoteSegmentMetadata]:
+    """RLMCopyTask.copyLogSegmentsToRemote on each partition leader's log, one segment at a time
+    (:func:`next_copy`), then local retention on every replica (:func:`local_retention`).
+    ``stopping()`` true ends the task between two segments, as a cancelled RLMTask does."""
     copied = []
     for part in parts:
-        remote = _remote(part)
-        with part.lock:
-            log = part.log
-            lso = log.last_stable_offset
-            start = max(remote.highest_offset + 1, part.log_start_offset)
-            segs = log.segments
-            first = log.segment_for(start)
-            for i in range(first if first is not None else 0, len(segs) - 1):
-                nxt = segs[i + 1].base_offset
-                if nxt > lso:
-                    break
-                if segs[i].size == 0:
-                    continue
-                copied.append(remote.copy(segs[i], nxt, log.epochs))
-            local_retention(storage, part)
+        with part.tasks:
+            if not _held(storage, part):
+                continue
+            while not stopping():
+                with part.lock:
+                    found = next_copy(part)
+                    if found is None:
+                        break
+                    copied.append(_remote(part).copy(found[0], found[1], part.log.epochs))
+            if not stopping():
+                with part.lock:
+                    local_retention(storage, part)
     return copied
 
 
+def next_copy(part: "Partition") -> tuple["Segment", int] | None:
+    """The next segment RemoteLogManager.copyLogSegmentsToRemote copies, with its next segment's
+    base: from the one holding (highest copied offset + 1) on (``log.logSegments(highestCopied
+    + 1, MAX)``; the highest copied offset is findHighestRemoteOffset's, over the leader's
+    epochs; candidateLogSegments), a closed segment whose next segment starts at or below the
+    last stable offset (never the active one).  Copies end at that next base - 1."""
+    log = part.log
+    start = max(_remote(part).highest_offset + 1, part.log_start_offset)
+    segs = log.segments
+    first = max(bisect.bisect_right(segs, start, key=lambda s: s.base_offset) - 1, 0)
+    lso = log.last_stable_offset
+    for i in range(first, len(segs) - 1):
+        nxt = segs[i + 1].base_offset
+        if nxt > lso:
+            return None
+        if segs[i].size > 0:
+            return segs[i], nxt
+    return None
+
+
 def local_retention(storage: "BrokerStorage", part: "Partition") -> None:
-    """Per replica, delete local segments wholly in remote storage (next segment's base - 1 <=
-    the highest remote offset: UnifiedLog.deletableSegments with remote storage) that local
-    retention lets go; the log start offset does not move."""
+    """Per replica, delete local segments that remote storage holds as UnifiedLog.deleteOldSegments
+    does with remote storage on, with the topic's local retention (:func:`.logconfig.
+    local_retention`): by size, then by time, each from the oldest segment while the rule allows
+    and the segment is copied (UnifiedLog.deletableSegments' isSegmentEligibleForDeletion: its
+    next segment's base - 1 <= the highest remote offset, or the log start offset is past it).
+    Only the local log start offset moves.  Without local retention set anywhere, every copied
+    segment's local copy goes at once."""
+    limits = logconfig.local_retention(storage.local_retention_ms, storage.local_retention_bytes, part.topic)
     tiered_end = _remote(part).highest_offset
-    now = int(time.time() * 1000)
-    keep_bytes, keep_ms = storage.local_retention_bytes, storage.local_retention_ms
     for log in part.replicas:
-        segs = log.segments
-        total = sum(s.size for s in segs)
-        cut = None
-        for i, seg in enumerate(segs[:-1]):
-            if segs[i + 1].base_offset - 1 > tiered_end:
-                break
-            if keep_bytes is None and keep_ms is None:
-                delete = True
-            else:
-                # Kafka's size rule: delete only while what stays is still >= the limit
-                by_bytes = keep_bytes is not None and keep_bytes >= 0 and total - seg.size >= keep_bytes
-                by_time = keep_ms is not None and keep_ms >= 0 and seg.max_timestamp >= 0 \
-                    and now - seg.max_timestamp > keep_ms
-                delete = by_bytes or by_time
-            if not delete:
-                break
-            total -= seg.size
-            cut = segs[i + 1].base_offset
-        if cut is not None:
-            log.delete_segments_before(cut)
+        if limits is None:
+            _delete_leading(log, part, tiered_end, lambda seg: True, roll=False)
+            continue
+        ms, size = limits
+        # UnifiedLog.deleteRetentionSizeBreachedSegments
+        total = sum(s.size for s in log.segments)
+        if size >= 0 and total >= size:
+            over = [total - size]
+
+            def by_size(seg, over=over):
+                if over[0] - seg.size < 0:
+                    return False
+                over[0] -= seg.size
+                return True
+            _delete_leading(log, part, tiered_end, by_size)
+        # UnifiedLog.deleteRetentionMsBreachedSegments
+        if ms >= 0:
+            now = int(time.time() * 1000)
+            _delete_leading(log, part, tiered_end, lambda seg, now=now, ms=ms: now - _largest_timestamp(seg) > ms)
 
 
-def expire(parts: list["Partition"], now: int) -> list[RemoteSegmentMetadata]:
-    """Remote retention, as RemoteLogManager's expiration task applies it to each partition whose
-    topic sets ``retention_ms`` / ``retention_bytes``: the leading copies (in the order they
-    serve offsets from the log start) whose max timestamp <= now - retention.ms, then those the
-    size over retention.bytes (remote plus local-only bytes) allows, each deleted with
+def _largest_timestamp(seg: "Segment") -> int:
+    """LogSegment.largestTimestamp: the max timestamp, else the file's last modification."""
+    return seg.max_timestamp if seg.max_timestamp >= 0 else int(os.path.getmtime(seg.path) * 1000)
+
+
+def _delete_leading(log: "PartitionLog", part: "Partition", tiered_end: int, breached: Callable,
+                    roll: bool = True) -> None:
+    """UnifiedLog.deletableSegments + deleteSegments: the leading segments that ``breached`` and
+    that are copied (or below the log start offset) go.  When the rule reaches the active
+    segment and it holds data, it is rolled so a later copy and retention can take it ("Rolling
+    the active segment to make it eligible for deletion")."""
+    segs = log.segments
+    n = 0
+    while n < len(segs):
+        seg, last = segs[n], n + 1 == len(segs)
+        if not breached(seg) or (last and (seg.size == 0 or not roll)):
+            break
+        if last:
+            log.roll()          # segs, the log's own list, now ends with a new active segment
+        upper = segs[n + 1].base_offset
+        if not ((upper > 0 and upper - 1 <= tiered_end) or part.log_start_offset >= upper):
+            break
+        n += 1
+    if n:
+        log.delete_segments_before(segs[n].base_offset)
+
+
+def expire(storage: "BrokerStorage", parts: list["Partition"], now: int) -> list[RemoteSegmentMetadata]:
+    """Remote retention, as RLMExpirationTask.cleanupExpiredRemoteLogSegments applies it to each
+    partition whose topic sets ``retention_ms`` / ``retention_bytes``: the leading copies (in the
+    order they serve offsets from the log start) whose max timestamp <= now - retention.ms, then
+    those the size over retention.bytes (remote plus local-only bytes) allows, each deleted with
     DELETE_SEGMENT_STARTED / FINISHED; the log start offset moves past the last one deleted, and
     copies wholly below it go too."""
     deleted: list[RemoteSegmentMetadata] = []
@@ -82,7 +146,9 @@ def expire(parts: list["Partition"], now: int) -> list[RemoteSegmentMetadata]:
         remote = _remote(part)
         if info.retention_ms is None and info.retention_bytes is None:
             continue
-        with part.lock:
+        with part.tasks, part.lock:
+            if not _held(storage, part):
+                continue
             chain = list(remote.chain(part.log_start_offset))
             gone: list = []
             if info.retention_ms is not None and info.retention_ms >= 0:

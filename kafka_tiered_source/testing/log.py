@@ -32,6 +32,7 @@ from ..storage.indexes import (OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, AbortedTxn, 
                                lookup_time, parse_txn_index)
 from .batches import StorageError, control_batch, control_type, validate_batches
 from .epochs import LeaderEpochCache
+from .logconfig import roll_jitter, should_roll
 
 INDEX_INTERVAL_BYTES = 4096
 _LENGTH = struct.Struct(">i")
@@ -117,6 +118,9 @@ class Segment:
         self.next_offset = base_offset     # one past the last offset held
         self.txn_entries: list[AbortedTxn] = []
         self.created_ms = int(time.time() * 1000)
+        # LogSegment's rollingBasedTimestamp (its first batch's max timestamp) and rollJitterMs
+        self.rolling_timestamp = NO_TIMESTAMP
+        self.roll_jitter_ms = 0
 
     # -- paths
     def file(self, suffix: str) -> str:
@@ -146,6 +150,8 @@ class Segment:
             data = f.read()
         try:
             for h in iter_headers(data):
+                if s.size == 0:
+                    s.rolling_timestamp = h.max_timestamp
                 s.index.add(h, h.position)
                 s.size = h.end
                 s.next_offset = h.last_offset + 1
@@ -174,6 +180,8 @@ class Segment:
     def append(self, buf: bytes, headers: list[BatchHeader]) -> None:
         """Append already offset-assigned batches (``headers`` parsed from ``buf``)."""
         start = self.size
+        if start == 0:
+            self.rolling_timestamp = max(h.max_timestamp for h in headers)
         new_off, new_time = bytearray(), bytearray()
         for h in headers:
             o, t = self.index.add(h, start + h.position)
@@ -303,11 +311,14 @@ class PartitionLog:
 
     def __init__(self, directory: str, *, topic: str, partition: int,
                  segment_bytes: int = 1 << 30, interval: int = INDEX_INTERVAL_BYTES,
-                 log_append_time: bool = False):
+                 log_append_time: bool = False, segment_ms: int | None = None,
+                 segment_jitter_ms: int = 0):
         self.dir = directory
         self.topic = topic
         self.partition = partition
         self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
+        self.segment_jitter_ms = segment_jitter_ms
         self.interval = interval
         self.log_append_time = log_append_time
         self.segments: list[Segment] = []
@@ -320,8 +331,10 @@ class PartitionLog:
         bases = sorted(int(n[:-4]) for n in os.listdir(self.dir)
                        if n.endswith(".log") and n[:-4].isdigit() and len(n) == 24)
         self.segments = [Segment.load(self.dir, b, interval=self.interval) for b in bases]
+        for seg in self.segments:
+            seg.roll_jitter_ms = roll_jitter(self.segment_ms, self.segment_jitter_ms)
         if not self.segments:
-            self.segments = [Segment.create(self.dir, start_offset, interval=self.interval)]
+            self.segments = [self._new_segment(start_offset)]
         self._rebuild_producer_state()
         if not self.epochs.load():
             # no checkpoint (segments imported from elsewhere): the epochs the batches carry
@@ -376,17 +389,25 @@ class PartitionLog:
                 if p.txn_first_offset is not None}
 
     # -- writing
-    def _maybe_roll(self, incoming: int) -> Segment:
+    def _new_segment(self, base_offset: int) -> Segment:
+        s = Segment.create(self.dir, base_offset, interval=self.interval)
+        s.roll_jitter_ms = roll_jitter(self.segment_ms, self.segment_jitter_ms)
+        return s
+
+    def _maybe_roll(self, headers: list[BatchHeader], incoming: int) -> Segment:
+        """UnifiedLog.maybeRoll before appending ``headers`` (``incoming`` bytes): by size, by
+        segment.ms of record time (:func:`.logconfig.should_roll`)."""
         a = self.active
-        if a.size > 0 and a.size + incoming > self.segment_bytes:
-            a = Segment.create(self.dir, self.log_end_offset, interval=self.interval)
+        if should_roll(a, incoming, max(h.max_timestamp for h in headers), headers[-1].last_offset,
+                       segment_bytes=self.segment_bytes, segment_ms=self.segment_ms):
+            a = self._new_segment(self.log_end_offset)
             self.segments.append(a)
         return a
 
     def roll(self) -> None:
         """Close the active segment (if it holds data) and start a new one."""
         if self.active.size > 0:
-            self.segments.append(Segment.create(self.dir, self.log_end_offset, interval=self.interval))
+            self.segments.append(self._new_segment(self.log_end_offset))
 
     def append(self, records: bytes) -> tuple[int, int, int]:
         """Append a Produce request's batches; returns (base offset, last offset, log append
@@ -426,7 +447,7 @@ class PartitionLog:
 
     def _write(self, data: bytes) -> list[BatchHeader]:
         new_headers = list(iter_headers(data))
-        seg = self._maybe_roll(len(data))
+        seg = self._maybe_roll(new_headers, len(data))
         seg.append(data, new_headers)
         for h in new_headers:
             self._track(h, h.base_offset, h.last_offset, seg)
@@ -494,7 +515,7 @@ class PartitionLog:
         p = self.producers.setdefault(h.producer_id, ProducerEntry())
         offset = h.base_offset
         first = p.txn_first_offset if p.txn_first_offset is not None else offset
-        seg = self._maybe_roll(len(batch))
+        seg = self._maybe_roll([h], len(batch))
         seg.append(batch, [h])
         self._track(h, offset, offset, seg)      # closes the transaction
         if not commit:

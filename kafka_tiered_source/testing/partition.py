@@ -29,6 +29,9 @@ class Partition:
         self.partition = partition
         self.dir = os.path.join(storage.data_dir, f"{topic.name}-{partition}")
         self.lock = threading.RLock()
+        # held for a whole RemoteLogManager task on this partition (copy or expiration, scheduled
+        # or by hand), outside ``lock``: Kafka runs one partition's tasks one at a time
+        self.tasks = threading.RLock()
         self.replicas: list[PartitionLog] = [self._replica_log(0, storage.segment_bytes)]
         self.replica_segment_bytes: list[int] = [storage.segment_bytes]
         self.leader = 0
@@ -43,9 +46,12 @@ class Partition:
         self._state_path = os.path.join(self.dir, "partition.json")
 
     def _replica_log(self, i: int, segment_bytes: int) -> PartitionLog:
+        t, s = self.topic, self.storage
         return PartitionLog(self.dir if i == 0 else os.path.join(self.dir, f"replica-{i}"),
-                            topic=self.topic.name, partition=self.partition, segment_bytes=segment_bytes,
-                            interval=self.storage.index_interval_bytes, log_append_time=self.topic.log_append_time)
+                            topic=t.name, partition=self.partition, segment_bytes=segment_bytes,
+                            interval=s.index_interval_bytes, log_append_time=t.log_append_time,
+                            segment_ms=s.segment_ms if t.segment_ms is None else t.segment_ms,
+                            segment_jitter_ms=s.segment_jitter_ms if t.segment_jitter_ms is None else t.segment_jitter_ms)
 
     @property
     def log(self) -> PartitionLog:
@@ -85,10 +91,11 @@ class Partition:
         os.replace(tmp, self._state_path)
 
     def offsets(self) -> PartitionOffsets:
-        leo = self.log.log_end_offset
-        return PartitionOffsets(self.log_start_offset, self.log.local_start_offset, leo,
-                                self.log.last_stable_offset, leo,
-                                self.remote.highest_offset if self.remote else -1)
+        with self.lock:         # the RemoteLogManager's tasks change it from their threads
+            leo = self.log.log_end_offset
+            return PartitionOffsets(self.log_start_offset, self.log.local_start_offset, leo,
+                                    self.log.last_stable_offset, leo,
+                                    self.remote.highest_offset if self.remote else -1)
 
     # -- replicas
     def add_replica(self, segment_bytes: int) -> int:

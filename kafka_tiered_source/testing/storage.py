@@ -39,6 +39,7 @@ from .log import (
 )
 from .remote import S3Options, open_remote_store
 from . import copying
+from .logconfig import check_broker, check_topic
 from .partition import RLMM_TOPIC, Partition
 from .rlmm import RemoteLogMetadataWriter
 from .tiering import (
@@ -54,8 +55,9 @@ class BrokerStorage:
     ``remote_storage``: None (no tiering), ``file:///dir``, ``memory://name`` or
     ``s3://bucket/prefix`` (with ``s3_endpoint_url``, ``s3_region``, credentials).
     ``layout``: ``"aiven"`` or ``"kafka-local-tiered"``.  ``local_retention_bytes`` /
-    ``local_retention_ms``: None for both (default) deletes every tiered segment's local copy
-    right after tiering, so reads of tiered offsets go remote; -1 keeps without limit.
+    ``local_retention_ms`` (``log.local.retention.*``; -2: the topic's retention): None for both
+    (default) deletes every tiered segment's local copy right after tiering, so reads of tiered
+    offsets go remote.  Segments roll by ``segment_bytes``, and ``segment_ms`` if set (:mod:`.logconfig`).
     With remote storage, every copy and deletion is also written to ``__remote_log_metadata``
     (``remote_log_metadata_partitions`` partitions) as today's Kafka does (:mod:`.rlmm`).
     """
@@ -71,9 +73,12 @@ class BrokerStorage:
                  s3_session_token: str | Secret | None = None, broker_id: int = 0,
                  remote_log_metadata_partitions: int = rlm.DEFAULT_PARTITIONS,
                  encryption_key_pair_id: str | None = None, encryption_key_pairs=None,
-                 kip1266: bool = False):
+                 kip1266: bool = False, segment_ms: int | None = None, segment_jitter_ms: int = 0):
         if segment_bytes < 14 + 61:
             raise ConfigError(f"segment_bytes {segment_bytes} is too small", option="segment_bytes")
+        check_broker(segment_ms=segment_ms, segment_jitter_ms=segment_jitter_ms,
+                     local_retention_ms=local_retention_ms, local_retention_bytes=local_retention_bytes)
+        self.segment_ms, self.segment_jitter_ms = segment_ms, segment_jitter_ms
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
         self.segment_bytes = segment_bytes
@@ -160,19 +165,25 @@ class BrokerStorage:
 
     def create_topic(self, name: str, partitions: int = 1, *, topic_id: str | None = None,
                      log_append_time: bool = False, retention_ms: int | None = None,
-                     retention_bytes: int | None = None) -> TopicInfo:
+                     retention_bytes: int | None = None, local_retention_ms: int | None = None,
+                     local_retention_bytes: int | None = None, segment_ms: int | None = None,
+                     segment_jitter_ms: int | None = None) -> TopicInfo:
         """A topic; ``retention_ms`` / ``retention_bytes`` are its retention.ms / retention.bytes,
-        which :meth:`expire` applies to its tiered copies as RemoteLogManager does."""
+        which :meth:`expire` applies to its tiered copies as RemoteLogManager does; the other
+        settings are its local.retention.*, segment.ms and segment.jitter.ms (None: the broker's)."""
         if not name or len(name) > 249 or any(not (c.isalnum() or c in "._-") for c in name) \
                 or name in (".", ".."):
             raise StorageError("INVALID_TOPIC", f"invalid topic name {name!r}")
         if partitions < 1:
             raise StorageError("INVALID_PARTITIONS", f"topic {name!r}: partitions must be >= 1, got {partitions}")
+        config = dict(retention_ms=retention_ms, retention_bytes=retention_bytes, local_retention_ms=local_retention_ms,
+                      local_retention_bytes=local_retention_bytes, segment_ms=segment_ms,
+                      segment_jitter_ms=segment_jitter_ms)
+        check_topic(name, **config)
         with self._lock:
             if name in self._topics:
                 raise StorageError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
-            info = TopicInfo(name, topic_id or uuid_to_str(random_uuid()), partitions, log_append_time,
-                             retention_ms, retention_bytes)
+            info = TopicInfo(name, topic_id or uuid_to_str(random_uuid()), partitions, log_append_time, **config)
             self._topics[name] = info
             for p in range(partitions):
                 self._open_partition(info, p)
@@ -217,7 +228,7 @@ class BrokerStorage:
             del self._topics[name]
             self._save_topics()
         for part in parts:
-            with part.lock:
+            with part.tasks, part.lock:       # after a running RemoteLogManager task on it
                 if part.remote is not None:
                     part.remote.delete(part.remote.segments)
                     if self.rlmm is not None:       # there is one wherever there is remote storage
@@ -463,7 +474,8 @@ class BrokerStorage:
 
     def remote_segments(self, topic: str, partition: int) -> list[RemoteSegmentMetadata]:
         part = self.partition(topic, partition)
-        return list(part.remote.segments) if part.remote else []
+        with part.lock:
+            return list(part.remote.segments) if part.remote else []
 
     def list_offsets(self, topic: str, partition: int, timestamp: int,
                      isolation_level: int = 0) -> tuple[int, int]:
@@ -541,20 +553,23 @@ class BrokerStorage:
         return -1, NO_TIMESTAMP
 
     # ---------------------------------------------------------------------------- tiering
+    def tiered_partitions(self, topic: str | None = None) -> list[Partition]:
+        with self._lock:        # those with remote storage (all but __remote_log_metadata's)
+            return [part for (name, _), part in sorted(self._partitions.items())
+                    if (topic is None or name == topic) and part.remote is not None]
+
     def tier(self, topic: str | None = None) -> list[RemoteSegmentMetadata]:
         """Copy what RemoteLogManager.copyLogSegmentsToRemote copies, then apply local retention
         on every replica (:func:`.copying.tier`).  Returns the metadata of the copies made now."""
         if self.store is None:
             raise ConfigError("tier() needs remote_storage", option="remote_storage")
-        return copying.tier(self, [part for (name, _), part in sorted(self._partitions.items())
-                                   if (topic is None or name == topic) and part.remote is not None])
+        return copying.tier(self, self.tiered_partitions(topic))
 
     def expire(self, topic: str | None = None, *, now_ms: int | None = None) -> list[RemoteSegmentMetadata]:
         """Remote retention as RemoteLogManager's expiration task applies it
         (:func:`.copying.expire`) to partitions whose topic sets ``retention_ms`` /
         ``retention_bytes``.  Returns the copies deleted."""
-        return copying.expire([part for (name, _), part in sorted(self._partitions.items())
-                               if (topic is None or name == topic) and part.remote is not None],
+        return copying.expire(self, self.tiered_partitions(topic),
                               int(time.time() * 1000) if now_ms is None else now_ms)
 
     def close(self) -> None:
