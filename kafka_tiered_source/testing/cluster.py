@@ -22,6 +22,7 @@ import threading
 from ..errors import ConfigError, KafkaTieredError
 from ..ids import random_uuid, uuid_to_str
 from .coordinator import Coordinator
+from .partition import RLMM_TOPIC
 from .rlm_tasks import RemoteLogManagerTasks
 from .server import BrokerServer, SaslConfig, ServerConfig, SslConfig, TelemetryPush
 from .storage import BrokerStorage
@@ -165,8 +166,14 @@ class EmbeddedCluster:
         self._server, self._loop, self._thread = server, loop, thread
         interval = self.remote_log_manager_task_interval_ms
         if interval is not None and self.storage.store is not None:
-            self.remote_log_manager = RemoteLogManagerTasks(self.storage, interval).start()
+            self.remote_log_manager = RemoteLogManagerTasks(self.storage, interval, self._metadata_written).start()
         return self
+
+    def _metadata_written(self) -> None:
+        """Wake fetches waiting on ``__remote_log_metadata``, as a Produce to it would."""
+        info = self.storage.topics.get(RLMM_TOPIC)
+        for p in range(info.partitions if info is not None else 0):
+            self._notify(RLMM_TOPIC, p)
 
     def stop(self) -> None:
         if self.remote_log_manager is not None:     # first: no copy is cut off by the listener's end

@@ -34,12 +34,15 @@ log = logging.getLogger(__name__)
 class RemoteLogManagerTasks:
     """The copy and expiration threads of one broker's storage."""
 
-    def __init__(self, storage: "BrokerStorage", interval_ms: int):
+    def __init__(self, storage: "BrokerStorage", interval_ms: int, on_change: Callable[[], object] = lambda: None):
+        # on_change(): after a partition's task copied or deleted something (the broker then
+        # wakes fetches waiting on __remote_log_metadata, which the task wrote to)
         if interval_ms <= 0:
             raise ConfigError(f"remote.log.manager.task.interval.ms must be > 0, got {interval_ms}",
                               option="remote_log_manager_task_interval_ms")
         self.storage = storage
         self.interval_ms = interval_ms
+        self.on_change = on_change
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._done = threading.Condition()
@@ -69,7 +72,8 @@ class RemoteLogManagerTasks:
                 if self._stop.is_set():
                     return
                 try:
-                    task(part)
+                    if task(part):
+                        self.on_change()
                 except Exception:   # the partition's next run tries again
                     log.exception("RemoteLogManager %s task on %s-%d failed", kind, part.topic.name, part.partition)
             with self._done:
@@ -77,8 +81,8 @@ class RemoteLogManagerTasks:
                 self._done.notify_all()
             self._stop.wait(self.interval_ms / 1000)
 
-    def _copy(self, part: "Partition") -> None:
-        copying.tier(self.storage, [part], self._stop.is_set)
+    def _copy(self, part: "Partition") -> list:
+        return copying.tier(self.storage, [part], self._stop.is_set)
 
-    def _expire(self, part: "Partition") -> None:
-        copying.expire(self.storage, [part], int(time.time() * 1000))
+    def _expire(self, part: "Partition") -> list:
+        return copying.expire(self.storage, [part], int(time.time() * 1000))
