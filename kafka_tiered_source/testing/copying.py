@@ -42,26 +42,29 @@ def tier(storage: "BrokerStorage", parts: list["Partition"],
         with part.tasks:
             if not _held(storage, part):
                 continue
+            done = -1        # one pass over the candidates, whatever the highest offset says after
             while not stopping():
                 with part.lock:
-                    found = next_copy(part)
+                    found = next_copy(part, done + 1)
                     if found is None:
                         break
                     copied.append(_remote(part).copy(found[0], found[1], part.log.epochs))
+                    done = found[1] - 1
             if not stopping():
                 with part.lock:
                     local_retention(storage, part)
     return copied
 
 
-def next_copy(part: "Partition") -> tuple["Segment", int] | None:
+def next_copy(part: "Partition", at_least: int = 0) -> tuple["Segment", int] | None:
     """The next segment RemoteLogManager.copyLogSegmentsToRemote copies, with its next segment's
     base: from the one holding (highest copied offset + 1) on (``log.logSegments(highestCopied
     + 1, MAX)``; the highest copied offset is findHighestRemoteOffset's, over the leader's
     epochs; candidateLogSegments), a closed segment whose next segment starts at or below the
-    last stable offset (never the active one).  Copies end at that next base - 1."""
+    last stable offset (never the active one).  Copies end at that next base - 1.  ``at_least``:
+    where this run's previous copy ended + 1."""
     log = part.log
-    start = max(_remote(part).highest_offset + 1, part.log_start_offset)
+    start = max(_remote(part).highest_offset + 1, part.log_start_offset, at_least)
     segs = log.segments
     first = max(bisect.bisect_right(segs, start, key=lambda s: s.base_offset) - 1, 0)
     lso = log.last_stable_offset
