@@ -178,8 +178,9 @@ class TokenSource:
         except BaseException as exc:
             with self._cond:
                 self._failed(exc if isinstance(exc, SaslError) else SaslError(f"{type(exc).__name__}"))
+                error = self._no_token(held)
             if isinstance(exc, SaslError):
-                raise self._no_token(held) from None
+                raise error from None
             raise
         with self._cond:
             self._install(fresh, used=True)
