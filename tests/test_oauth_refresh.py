@@ -30,7 +30,7 @@ from kafka_tiered_source.testing.oauth_validator import unb64url
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 SECRET = "refresh-client-secret-Zq81"
-BRIEF_S = 3.0           # lifetime of the "brief" client's tokens
+BRIEF_S = 4.0           # lifetime of the "brief" client's tokens (valid 2 s past its refresh time)
 
 
 @pytest.fixture(scope="module")
