@@ -202,6 +202,21 @@ class SaslError(KafkaTieredError):
     """A SASL exchange failed (bad credentials, a malformed or dishonest peer message)."""
 
 
+class TokenExpiredError(SaslError):
+    """The OAUTHBEARER token expired and the token endpoint gave no new one: refreshing it in
+    the background failed while it lasted (retried with ``sasl.login.retry.backoff.ms`` /
+    ``.max.ms``), and so did one more try when a connection needed it.  ``principal`` and
+    ``expired_at_ms`` name the token, ``attempts`` counts the failed tries, ``reason`` is the
+    last one's error (never a secret)."""
+
+    def __init__(self, message: str, *, principal: str, expired_at_ms: int, attempts: int, reason: str):
+        self.principal = principal
+        self.expired_at_ms = expired_at_ms
+        self.attempts = attempts
+        self.reason = reason
+        super().__init__(message)
+
+
 class UnsupportedVersionError(ProtocolError):
     """A request for an API/version this code does not declare.  ``header`` is the parsed
     request header, so a broker can still answer (ApiVersions: v0 body, UNSUPPORTED_VERSION)."""

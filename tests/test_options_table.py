@@ -178,7 +178,7 @@ def test_the_typed_fields_are_generated_from_the_table():
         assert {f.name for f in dataclasses.fields(base)} <= names
     kafka_names = {o.field for o in KAFKA_OPTIONS if o.field is not None}
     assert {f.name for f in dataclasses.fields(fields.ClientConfigFields)} == kafka_names
-    client_hints = typing.get_type_hints(fields.ClientConfigFields, {"Secret": Secret})
+    client_hints = typing.get_type_hints(fields.ClientConfigFields, {**vars(fields), "Secret": Secret})
     assert client_hints["sasl_password"] == typing.Optional[Secret] and client_hints["retries"] is int
 
 

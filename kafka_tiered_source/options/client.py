@@ -16,13 +16,13 @@ from .oauth import PROPERTIES as OAUTH_PROPERTIES
 from .oauth import OAuthConfig, oauth_config
 from .fields import ClientConfigFields
 from .table import KAFKA_BY_KEY, IGNORED_KAFKA_KEYS, unknown_kafka
+from .tls import HOSTNAME_KEYS, TlsSettings, enabled_protocols, hostname_rule
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 IGNORED_KEYS = IGNORED_KAFKA_KEYS
-TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 GSSAPI_REFUSAL = (
     "GSSAPI (Kerberos) is not supported: it needs a Kerberos ticket or keytab, a krb5.conf and "
     "the system's GSS-API library on every executor, which options cannot set up. Use a listener "
@@ -145,6 +145,24 @@ class ClientConfig(ClientConfigFields):
             raise ConfigError("ssl.keyfile is given but ssl.certfile is not", option="ssl.certfile")
 
     @property
+    def ssl_check_hostname(self) -> bool:
+        """Whether host names are checked (``ssl.endpoint.identification.algorithm`` not empty)."""
+        return self.ssl_endpoint_identification_algorithm != ""
+
+    @property
+    def tls(self) -> TlsSettings:
+        """The TLS settings of connections to the brokers (``protocol/tls.py``'s ``client_tls``)."""
+        return TlsSettings(
+            endpoint_identification=self.ssl_endpoint_identification_algorithm,
+            enabled_protocols=self.ssl_enabled_protocols, truststore_type=self.ssl_truststore_type,
+            truststore_location=self.ssl_truststore_location, truststore_password=self.ssl_truststore_password,
+            truststore_certificates=self.ssl_truststore_certificates, keystore_type=self.ssl_keystore_type,
+            keystore_location=self.ssl_keystore_location, keystore_password=self.ssl_keystore_password,
+            keystore_key=self.ssl_keystore_key, keystore_certificate_chain=self.ssl_keystore_certificate_chain,
+            key_password=self.ssl_key_password, cafile=self.ssl_cafile, certfile=self.ssl_certfile,
+            keyfile=self.ssl_keyfile, peer="the broker")
+
+    @property
     def uses_sasl(self) -> bool:
         return self.security_protocol.startswith("SASL_")
 
@@ -168,6 +186,7 @@ class ClientConfig(ClientConfigFields):
         jaas = None
         oauth_props: dict = {}
         handler = None
+        hostname: list = []         # (name given, key, value) of the host-name settings
         for raw_key, value in props.items():
             key = str(raw_key)
             if key.startswith("kafka."):
@@ -183,11 +202,10 @@ class ClientConfig(ClientConfigFields):
                 kw[key.replace(".", "_")] = str(value).strip().upper()
             elif key == "sasl.jaas.config":
                 jaas = str(value)
-            elif key == "ssl.endpoint.identification.algorithm":
-                # Kafka's spelling: "https" verifies the host name, "" turns that off.
-                kw["ssl_check_hostname"] = str(value).strip().lower() == "https"
+            elif key in HOSTNAME_KEYS:
+                hostname.append((str(raw_key), key, value))
             elif key in ("ssl.protocol", "ssl.enabled.protocols"):
-                kw["ssl_enabled_protocols"] = _protocols(key, value, kw.get("ssl_enabled_protocols"))
+                kw["ssl_enabled_protocols"] = enabled_protocols(key, value, kw.get("ssl_enabled_protocols"))
             elif key in _JVM_ONLY:
                 accepted, what = _JVM_ONLY[key]
                 if str(value).strip() not in accepted:
@@ -209,6 +227,9 @@ class ClientConfig(ClientConfigFields):
                 option = KAFKA_BY_KEY[key]
                 field = option.field or KAFKA_BY_KEY[_SAME_AS[key]].field
                 kw[str(field)] = option.value(value)
+        rule = hostname_rule(hostname)       # refuses a value Java does not know, and two that disagree
+        if rule is not None:
+            kw["ssl_endpoint_identification_algorithm"] = rule
         if "bootstrap_servers" not in kw:
             raise ConfigError("bootstrap.servers is required", option="bootstrap.servers")
         mechanism = kw.get("sasl_mechanism", "PLAIN")
@@ -240,27 +261,3 @@ class ClientConfig(ClientConfigFields):
             kw.setdefault("sasl_password", Secret(options["password"]))
         return cls(**kw)
 
-
-def _protocols(key: str, value, before) -> tuple:
-    """The TLS versions to allow.  ``ssl.enabled.protocols`` lists them; ``ssl.protocol`` names
-    the SSLContext's protocol, which in Java also allows the versions below it (TLSv1.3 and TLS:
-    1.2 and 1.3); when both are given the list decides, as in Kafka."""
-    by_upper = {p.upper(): p for p in TLS_PROTOCOLS}
-    if key == "ssl.protocol":
-        text = str(value).strip().upper()
-        if text in ("TLS", "TLSV1.3"):
-            out: tuple = TLS_PROTOCOLS
-        elif text == "TLSV1.2":
-            out = ("TLSv1.2",)
-        else:
-            raise ConfigError(f"ssl.protocol {str(value).strip()!r} is not TLS, TLSv1.2 or TLSv1.3 (older "
-                              f"versions are not allowed)", option=key)
-        return before or out
-    names = [p.strip() for p in str(value).split(",") if p.strip()]
-    if not names:
-        raise ConfigError(f"{key} is empty", option=key)
-    for n in names:
-        if n.upper() not in by_upper:
-            raise ConfigError(f"{key}: {n!r} is not a TLS version kafka-tiered allows "
-                              f"({', '.join(TLS_PROTOCOLS)})", option=key)
-    return tuple(sorted({by_upper[n.upper()] for n in names}))

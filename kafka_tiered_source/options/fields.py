@@ -14,6 +14,7 @@ Layout = Literal["aiven", "kafka-local-tiered", "template"]
 Fallback = Literal["auto", "never", "always"]
 CostPreset = Literal["aws-s3-standard", "gcs-standard", "azure-hot"]
 EgressClass = Literal["same-region", "inter-az", "inter-region", "internet"]
+EndpointIdentification = Literal["https", "ldap", "ldaps", ""]
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
 
 
@@ -127,8 +128,8 @@ class ClientConfigFields:
     ssl_keyfile: str | None = None
     #: ``ssl.key.password``: password of the client key
     ssl_key_password: Secret | None = None
-    #: ``ssl.check.hostname``: verify the broker's host name
-    ssl_check_hostname: bool = True
+    #: ``ssl.endpoint.identification.algorithm``: `https` (any case) checks the broker's host name, `LDAP` or `LDAPS` by Java's LDAP rules; empty turns the check off (with a warning); any other value is refused
+    ssl_endpoint_identification_algorithm: EndpointIdentification = "https"
     #: ``ssl.truststore.type``: JKS, PKCS12 or PEM (default: told from the file)
     ssl_truststore_type: str | None = None
     #: ``ssl.truststore.location``: truststore file (JKS, PKCS12 or PEM); must exist on every executor

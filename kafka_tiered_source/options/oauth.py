@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 from ..redact import Secret
+from .tls import CHECK_HOSTNAME, TLS_KEYS, TlsSettings
 
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 #: Kafka's client-credentials login handler: org.apache.kafka...oauthbearer (3.4+) and
@@ -31,11 +32,11 @@ LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLogin
 # RFC 7628 section 3.1, as Kafka's OAuthBearerClientInitialResponse checks extensions
 _EXT_KEY = re.compile(r"^[A-Za-z]+$")
 _EXT_VALUE = re.compile(r"^[\x21-\x7E \t\r\n]+$")
-#: the JAAS ssl.* options Kafka's JaasOptionsUtils turns into the token endpoint's TLS
-JAAS_SSL_KEYS = ("ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
-                 "ssl.truststore.certificates", "ssl.endpoint.identification.algorithm",
-                 "ssl.protocol", "ssl.enabled.protocols")
-_JAAS_SECRET_SSL = ("ssl.truststore.password",)
+#: the JAAS ssl.* options Kafka's JaasOptionsUtils turns into the token endpoint's TLS (its
+#: client ssl.* settings; kafka-python's ssl.check.hostname is not one of them)
+JAAS_SSL_KEYS = tuple(k for k in TLS_KEYS if k != CHECK_HOSTNAME)
+#: how the token endpoint's TLS options are named in messages
+JAAS_SSL_NAMES = "{} (in sasl.jaas.config)"
 
 # property -> (OAuthConfig field, default); parsed by the option table's row of that name
 PROPERTIES = {
@@ -51,9 +52,6 @@ PROPERTIES = {
     "sasl.login.refresh.buffer.seconds": ("refresh_buffer_s", 300),
     "sasl.oauthbearer.header.urlencode": ("header_urlencode", False),
 }
-# Kafka's own bounds (SaslConfigs): factor 0.5-1.0, jitter 0-0.25, min period 0-900, buffer 0-3600
-BOUNDS = {"refresh_window_factor": (0.5, 1.0), "refresh_window_jitter": (0.0, 0.25),
-          "refresh_min_period_s": (0, 900), "refresh_buffer_s": (0, 3600)}
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class OAuthConfig:
     client_secret: Secret | None = None         # clientSecret
     scope: str | None = None                    # scope
     extensions: tuple = ()                      # extension_<name>: ((name, value), ...)
-    tls: tuple = ()                             # the JAAS ssl.* options: ((key, str | Secret), ...)
+    tls: TlsSettings = TlsSettings(names=JAAS_SSL_NAMES, peer="the token endpoint")   # the JAAS ssl.* options
     scope_claim: str = "scope"
     sub_claim: str = "sub"
     connect_timeout_ms: int = 10_000
@@ -119,10 +117,6 @@ def oauth_config(props: dict, jaas: dict | None, handler: str | None, parse) -> 
     for key, (attr, _default) in PROPERTIES.items():
         if key in props:
             kw[attr] = parse(key, props[key])
-    for attr, (lo, hi) in BOUNDS.items():
-        if attr in kw and not lo <= kw[attr] <= hi:
-            key = next(k for k, (a, _) in PROPERTIES.items() if a == attr)
-            raise ConfigError(f"{key} must be between {lo:g} and {hi:g}, got {kw[attr]:g}", option=key)
     client_id = props.get("sasl.oauthbearer.client.credentials.client.id") or jaas.pop("clientId", None)
     secret = props.get("sasl.oauthbearer.client.credentials.client.secret") or jaas.pop("clientSecret", None)
     scope = props.get("sasl.oauthbearer.scope") or jaas.pop("scope", None)
@@ -136,7 +130,7 @@ def oauth_config(props: dict, jaas: dict | None, handler: str | None, parse) -> 
                               "sasl.jaas.config (or sasl.oauthbearer.client.credentials.client.secret)",
                               option="sasl.jaas.config")
     extensions = []
-    tls = []
+    tls: dict[str, str] = {}
     for key in sorted(jaas):
         value = jaas[key]
         if key.startswith("extension_"):
@@ -146,12 +140,13 @@ def oauth_config(props: dict, jaas: dict | None, handler: str | None, parse) -> 
                                   f"(RFC 7628: letters only; printable ASCII)", option="sasl.jaas.config")
             extensions.append((name, value))
         elif key in JAAS_SSL_KEYS:
-            tls.append((key, Secret(value) if key in _JAAS_SECRET_SSL else value))
+            tls[key] = value
         elif key.startswith("unsecuredLogin"):
             raise ConfigError(f"sasl.jaas.config: {key} configures Kafka's unsecured test tokens, which "
                               f"kafka-tiered does not make; give a token endpoint (or a token file)",
                               option="sasl.jaas.config")
         # Other JAAS options are the login module's business in Java (debug flags ...): ignored.
     kw.update(client_id=client_id, client_secret=Secret(str(secret)) if secret else None, scope=scope,
-              extensions=tuple(extensions), tls=tuple(tls))
+              extensions=tuple(extensions),
+              tls=TlsSettings.parse(tls, names=JAAS_SSL_NAMES, peer="the token endpoint"))
     return OAuthConfig(**kw)

@@ -50,6 +50,7 @@ from .pricing import CostModel
 from .quotas import QuotaConfig
 from .storage import FetcherConfig
 from .table import BY_KEY, ISOLATION_LEVELS, OPTIONS, Option, in_group, unknown, unknown_kafka
+from .tls import HOSTNAME_KEYS, hostname_rule
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +230,8 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
             if refusal is not None:
                 raise refusal
 
+    # the host-name rule is checked now, not when a client is built: fail closed, at once
+    hostname_rule((f"kafka.{k}", k, value) for k, value in kafka.items() if k in HOSTNAME_KEYS)
     strategy = offsets.strategy(opts)
 
     ts_strategy = offsets.timestamp_strategy(opts)

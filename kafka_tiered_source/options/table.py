@@ -25,6 +25,7 @@ from . import values as v
 from .encryption import parse_key_pairs
 from .pricing import EGRESS_CLASSES as _EGRESS
 from .pricing import PRESETS
+from .tls import IDENTIFICATION_ALGORITHMS, endpoint_identification
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -68,6 +69,10 @@ class Parser:
 
 def _int(minimum: int, maximum: int = v.INT64_MAX) -> Parser:
     return Parser(partial(v.integer, minimum=minimum, maximum=maximum), "int")
+
+
+def _between(minimum: float, maximum: float) -> Parser:
+    return Parser(partial(v.between, minimum=minimum, maximum=maximum), "float")
 
 
 def choice(alias: str, choices: Iterable[str]) -> Parser:
@@ -307,8 +312,12 @@ KAFKA_OPTIONS: tuple[Option, ...] = (
     K("ssl.keyfile", "client key (PEM)", secret=True, field="ssl_keyfile"),
     K("ssl.key.password", "password of the client key", SECRET, secret=True, field="ssl_key_password"),
     K("ssl.password", "password of the client key (alias)", SECRET, secret=True),
-    K("ssl.check.hostname", "verify the broker's host name", LENIENT_BOOL, True, field="ssl_check_hostname"),
-    K("ssl.endpoint.identification.algorithm", "`https` verifies the host name, empty does not"),
+    K("ssl.check.hostname", "verify the broker's host name (kafka-python's name; given with "
+      "ssl.endpoint.identification.algorithm, the two must agree)", LENIENT_BOOL, True),
+    K("ssl.endpoint.identification.algorithm", "`https` (any case) checks the broker's host name, `LDAP` or "
+      "`LDAPS` by Java's LDAP rules; empty turns the check off (with a warning); any other value is refused",
+      Parser(endpoint_identification, "EndpointIdentification", IDENTIFICATION_ALGORITHMS, "EndpointIdentification"),
+      "https", field="ssl_endpoint_identification_algorithm"),
     K("ssl.truststore.type", "JKS, PKCS12 or PEM (default: told from the file)", field="ssl_truststore_type"),
     K("ssl.truststore.location", "truststore file (JKS, PKCS12 or PEM); must exist on every executor",
       field="ssl_truststore_location"),
@@ -350,14 +359,18 @@ KAFKA_OPTIONS: tuple[Option, ...] = (
       "OAUTHBEARER: URL-encode client id and secret in the Basic header", LENIENT_BOOL, False),
     K("sasl.login.connect.timeout.ms", "OAUTHBEARER: token endpoint connect timeout", _int(1), 10000),
     K("sasl.login.read.timeout.ms", "OAUTHBEARER: token endpoint read timeout", _int(1), 30000),
-    K("sasl.login.retry.backoff.ms", "OAUTHBEARER: first wait between token requests", _int(1), 100),
-    K("sasl.login.retry.backoff.max.ms", "OAUTHBEARER: longest wait between token requests", _int(1), 10000),
-    K("sasl.login.refresh.window.factor", "OAUTHBEARER: refresh at this part of the token's lifetime", RATE,
-      0.8),
-    K("sasl.login.refresh.window.jitter", "OAUTHBEARER: plus up to this much, at random", AMOUNT, 0.05),
-    K("sasl.login.refresh.min.period.seconds", "OAUTHBEARER: no sooner than this after the last refresh",
+    K("sasl.login.retry.backoff.ms", "OAUTHBEARER: first wait between token requests, doubling (also between "
+      "failed background refreshes)", _int(1), 100),
+    K("sasl.login.retry.backoff.max.ms", "OAUTHBEARER: how long one login retries; the longest wait between "
+      "failed background refreshes", _int(1), 10000),
+    # the login refresher's four (Kafka's SaslConfigs: defaults and ranges)
+    K("sasl.login.refresh.window.factor", "OAUTHBEARER: refresh in the background at this part of the token's "
+      "lifetime (0.5-1.0)", _between(0.5, 1.0), 0.8),
+    K("sasl.login.refresh.window.jitter", "OAUTHBEARER: plus up to this much, at random (0-0.25)",
+      _between(0.0, 0.25), 0.05),
+    K("sasl.login.refresh.min.period.seconds", "OAUTHBEARER: no sooner than this after the last refresh (0-900)",
       _int(0, 900), 60),
-    K("sasl.login.refresh.buffer.seconds", "OAUTHBEARER: no later than this before expiry", _int(0, 3600),
+    K("sasl.login.refresh.buffer.seconds", "OAUTHBEARER: no later than this before expiry (0-3600)", _int(0, 3600),
       300),
     K("sasl.kerberos.service.name", "refused: GSSAPI (Kerberos) is not supported"),
     K("client.id", "client id sent to the brokers", TEXT, "kafka-tiered", field="client_id"),

@@ -71,6 +71,17 @@ def number(label: str, name: str, raw, *, positive: bool) -> float:
     return value
 
 
+def between(label: str, name: str, raw, *, minimum: float, maximum: float) -> float:
+    """A number in ``[minimum, maximum]`` (Kafka's ``ConfigDef.Range.between`` of a DOUBLE)."""
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"{label} must be a number, got {show(name, raw)}", option=name) from None
+    if not minimum <= value <= maximum:         # NaN is neither
+        raise ConfigError(f"{label} must be between {minimum:g} and {maximum:g}, got {value:g}", option=name)
+    return value
+
+
 def choice(label: str, name: str, raw, *, choices: tuple[str, ...]) -> str:
     text = str(raw).strip().lower()
     if text not in choices:

@@ -17,7 +17,7 @@ import struct
 import threading
 import time
 
-from ..errors import BrokerError, ProtocolError
+from ..errors import BrokerError, ProtocolError, TokenExpiredError
 from ..options.client import ClientConfig
 from . import codec, messages as m
 from . import tls
@@ -70,7 +70,7 @@ class BrokerConnection:
         self.reauthentications = 0
         # Stores are read now, so a wrong password or a missing file fails the client's creation
         # (the planner's) rather than a task's connection; the context is shared per process.
-        self._tls = tls.client_context(config) if config.uses_ssl else None
+        self._tls = tls.client_tls(config.tls) if config.uses_ssl else None
         self._tokens = (token_source(config.oauth) if config.oauth is not None and config.uses_sasl
                         and config.sasl_mechanism == "OAUTHBEARER" else None)
 
@@ -89,7 +89,7 @@ class BrokerConnection:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._tls is not None:
-                sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+                sock = self._tls.wrap(sock, self.host)      # the handshake and the host-name rule
         except ssl.SSLError as exc:
             sock.close()
             # an end of stream may be a restart (retried); a refusal is final
@@ -165,6 +165,8 @@ class BrokerConnection:
                 server_first = step(scram.first())
                 server_final = step(scram.final(server_first))
                 scram.verify(server_final)
+        except TokenExpiredError:
+            raise                   # no credential to offer: not the broker's refusal
         except SaslError as exc:
             raise BrokerError(str(exc), error_code=SASL_AUTH_FAILED, error_name="SASL_AUTHENTICATION_FAILED",
                               broker=self.address, api="SaslAuthenticate") from None

@@ -1,6 +1,12 @@
 """TLS contexts from Kafka's ``ssl.*`` options, for the client (and the embedded broker's listener),
 and what a failed handshake means in those options' words.
 
+:func:`client_tls` is the one way to a client's TLS: from parsed settings
+(:class:`~kafka_tiered_source.options.tls.TlsSettings`) to the context and the host-name rule
+of ``ssl.endpoint.identification.algorithm`` (HTTPS by OpenSSL, LDAP by Java's rule in
+:mod:`.hostnames`, empty: none, with one warning).  Brokers, the OAuth token endpoint and any
+other HTTPS client of the library use it.
+
 Stores are read by :mod:`.keystores` into memory.  Python's ``ssl`` loads a key and its chain only
 from a file, so the key is handed over through an anonymous in-memory file (``memfd`` on Linux;
 elsewhere a private temporary file removed at once): nothing a store holds is written to disk.
@@ -9,6 +15,8 @@ SslEngineFactory per client) and rebuilt when a store file changes, so every tas
 shares it.  Errors name the option; none contains a password or key material."""
 from __future__ import annotations
 
+import http.client
+import logging
 import os
 import ssl
 import tempfile
@@ -17,7 +25,11 @@ from contextlib import contextmanager
 
 from ..errors import ConfigError
 from ..options.client import ClientConfig
+from ..options.tls import ENDPOINT_IDENTIFICATION, TlsSettings
+from .hostnames import check_ldap
 from .keystores import KeyEntry, StoreOptions, read_keystore, read_truststore
+
+log = logging.getLogger(__name__)
 
 CLIENT_TRUST_NAMES = {"type": "ssl.truststore.type", "location": "ssl.truststore.location",
                       "password": "ssl.truststore.password", "certificates": "ssl.truststore.certificates"}
@@ -27,20 +39,26 @@ CLIENT_KEY_NAMES = {"type": "ssl.keystore.type", "location": "ssl.keystore.locat
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _cache: dict = {}
 _cache_lock = threading.Lock()
+_warned: set = set()            # settings whose "no host-name check" warning was given
 
 
 def _get(secret):
     return None if secret is None else secret.get()
 
 
-def client_stores(cfg: ClientConfig) -> tuple[StoreOptions, StoreOptions]:
-    trust = StoreOptions(type=cfg.ssl_truststore_type, location=cfg.ssl_truststore_location,
-                         password=_get(cfg.ssl_truststore_password),
-                         inline_certificates=cfg.ssl_truststore_certificates, names=CLIENT_TRUST_NAMES)
-    key = StoreOptions(type=cfg.ssl_keystore_type, location=cfg.ssl_keystore_location,
-                       password=_get(cfg.ssl_keystore_password), key_password=_get(cfg.ssl_key_password),
-                       inline_certificates=cfg.ssl_keystore_certificate_chain,
-                       inline_key=_get(cfg.ssl_keystore_key), names=CLIENT_KEY_NAMES)
+def client_stores(settings: TlsSettings | ClientConfig) -> tuple[StoreOptions, StoreOptions]:
+    """The truststore's and the keystore's options, named as ``settings`` names them."""
+    if isinstance(settings, ClientConfig):
+        settings = settings.tls
+    trust = StoreOptions(type=settings.truststore_type, location=settings.truststore_location,
+                         password=_get(settings.truststore_password),
+                         inline_certificates=settings.truststore_certificates,
+                         names={role: settings.name(key) for role, key in CLIENT_TRUST_NAMES.items()})
+    key = StoreOptions(type=settings.keystore_type, location=settings.keystore_location,
+                       password=_get(settings.keystore_password), key_password=_get(settings.key_password),
+                       inline_certificates=settings.keystore_certificate_chain,
+                       inline_key=_get(settings.keystore_key),
+                       names={role: settings.name(key) for role, key in CLIENT_KEY_NAMES.items()})
     return trust, key
 
 
@@ -54,36 +72,107 @@ def _stat(path: str | None):
         return "missing"
 
 
-def client_context(cfg: ClientConfig) -> ssl.SSLContext:
-    """The client's TLS context for ``cfg`` (cached per process; a changed store file is read
-    again, as Kafka's SslFactory notices a modified keystore)."""
-    files = (cfg.ssl_cafile, cfg.ssl_certfile, cfg.ssl_keyfile, cfg.ssl_truststore_location,
-             cfg.ssl_keystore_location)
-    key = (cfg.ssl_check_hostname, cfg.ssl_enabled_protocols, cfg.ssl_key_password, cfg.ssl_truststore_type,
-           cfg.ssl_truststore_password, cfg.ssl_truststore_certificates, cfg.ssl_keystore_type,
-           cfg.ssl_keystore_password, cfg.ssl_keystore_key, cfg.ssl_keystore_certificate_chain,
-           files, tuple(_stat(f) for f in files))
+class ClientTls:
+    """A TLS client's context and host-name rule, from one :class:`TlsSettings`: what every
+    TLS connection the library opens goes through (brokers, the OAuth token endpoint, any
+    HTTPS client built on this module).
+
+    ``https`` is OpenSSL's check during the handshake; ``ldap``/``ldaps`` are Java's LDAP rule
+    (:mod:`.hostnames`), checked after OpenSSL has verified the chain; ``""`` checks no name
+    (the chain is still verified).  Use :meth:`wrap` for a socket and :meth:`https_connection`
+    for ``http.client``; ``context`` alone does not apply the LDAP rule."""
+
+    def __init__(self, context: ssl.SSLContext, settings: TlsSettings):
+        self.context = context
+        self.settings = settings
+
+    def __repr__(self) -> str:
+        return f"ClientTls({self.settings.peer}, {ENDPOINT_IDENTIFICATION}={self.identification!r})"
+
+    @property
+    def identification(self) -> str:
+        return self.settings.endpoint_identification
+
+    def wrap(self, sock, host: str) -> ssl.SSLSocket:
+        """``sock`` after the TLS handshake with ``host`` and the host-name rule.  Raises
+        :class:`ssl.SSLError` (a name that does not match: :class:`ssl.SSLCertVerificationError`,
+        ``verify_code`` 62); the TLS socket is closed then."""
+        tls_sock = self.context.wrap_socket(sock, server_hostname=host)
+        try:
+            self.check(tls_sock, host)
+        except BaseException:
+            tls_sock.close()
+            raise
+        return tls_sock
+
+    def check(self, tls_sock: ssl.SSLSocket, host: str) -> None:
+        """The host-name rule on a socket whose handshake is done (OpenSSL applied ``https``)."""
+        if self.identification in ("ldap", "ldaps"):
+            check_ldap(host, tls_sock.getpeercert() or {}, public_ca=self.settings.system_trust)
+
+    def https_connection(self, host: str, port: int | None = None, *,
+                         timeout: float | None = None) -> http.client.HTTPSConnection:
+        """An ``http.client`` connection to ``host`` that applies this TLS and host-name rule."""
+        return _CheckedHTTPSConnection(self, host, port, timeout=timeout)
+
+
+class _CheckedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, tls: ClientTls, host: str, port: int | None, *, timeout: float | None):
+        super().__init__(host, port, timeout=timeout, context=tls.context)
+        self._client_tls = tls
+
+    def connect(self) -> None:
+        super().connect()
+        try:
+            self._client_tls.check(self.sock, getattr(self, "_tunnel_host", None) or self.host)
+        except BaseException:
+            self.close()
+            raise
+
+
+def client_tls(settings: TlsSettings) -> ClientTls:
+    """THE way to a TLS client: the SSLContext and host-name rule of ``settings`` (Kafka's
+    ``ssl.*`` as parsed into :class:`~kafka_tiered_source.options.tls.TlsSettings`).  Built once
+    per process and settings (as Kafka builds one SslEngineFactory per client) and again when a
+    store file changes; a wrong password or a missing file is a :class:`ConfigError` naming the
+    option.  An empty ``ssl.endpoint.identification.algorithm`` is warned about once."""
+    files = (settings.cafile, settings.certfile, settings.keyfile, settings.truststore_location,
+             settings.keystore_location)
+    key = (settings, tuple(_stat(f) for f in files))
     with _cache_lock:
-        ctx = _cache.get(key)
-        if ctx is None:
-            ctx = _build_client_context(cfg)
+        tls = _cache.get(key)
+        if tls is None:
+            tls = ClientTls(_build_client_context(settings), settings)
             if len(_cache) > 32:
                 _cache.clear()
-            _cache[key] = ctx
-        return ctx
+            _cache[key] = tls
+        if settings.endpoint_identification == "" and settings not in _warned:
+            _warned.add(settings)
+            log.warning("%s is empty: the host name of %s is not checked against its certificate, so any "
+                        "certificate a trusted CA signed, for any host, is accepted", settings.name(ENDPOINT_IDENTIFICATION),
+                        settings.peer)
+        return tls
 
 
-def _build_client_context(cfg: ClientConfig) -> ssl.SSLContext:
+def client_context(cfg: ClientConfig) -> ssl.SSLContext:
+    """The SSLContext of connections to the brokers of ``cfg`` (:func:`client_tls`'s; with
+    ``ssl.endpoint.identification.algorithm=LDAP`` it checks no name itself: use
+    :meth:`ClientTls.wrap`)."""
+    return client_tls(cfg.tls).context
+
+
+def _build_client_context(settings: TlsSettings) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = cfg.ssl_check_hostname
+    # OpenSSL checks https itself during the handshake; the LDAP rule is checked after it
+    ctx.check_hostname = settings.endpoint_identification == "https"
     ctx.verify_mode = ssl.CERT_REQUIRED
-    set_protocols(ctx, cfg.ssl_enabled_protocols, "ssl.enabled.protocols")
-    trust_opts, key_opts = client_stores(cfg)
-    if cfg.ssl_cafile:
+    set_protocols(ctx, settings.enabled_protocols, settings.name("ssl.enabled.protocols"))
+    trust_opts, key_opts = client_stores(settings)
+    if settings.cafile:
         try:
-            ctx.load_verify_locations(cafile=cfg.ssl_cafile)
+            ctx.load_verify_locations(cafile=settings.cafile)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"ssl.cafile {cfg.ssl_cafile!r} cannot be used: {_reason(exc)}",
+            raise ConfigError(f"ssl.cafile {settings.cafile!r} cannot be used: {_reason(exc)}",
                               option="ssl.cafile") from None
     else:
         trusted = read_truststore(trust_opts)
@@ -91,14 +180,15 @@ def _build_client_context(cfg: ClientConfig) -> ssl.SSLContext:
             ctx.load_default_certs()       # as the JVM's default truststore serves Kafka's client
         else:
             trust(ctx, trusted, trust_opts)
-    if cfg.ssl_certfile:
-        asked = _Asked(_get(cfg.ssl_key_password))
+    if settings.certfile:
+        asked = _Asked(_get(settings.key_password))
         try:
-            ctx.load_cert_chain(cfg.ssl_certfile, cfg.ssl_keyfile, password=asked)
+            ctx.load_cert_chain(settings.certfile, settings.keyfile, password=asked)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(_chain_error(exc, asked, "ssl.certfile", cfg.ssl_keyfile or "ssl.certfile",
-                                           "ssl.key.password"),
-                              option=_chain_option(exc, asked, "ssl.certfile", "ssl.key.password")) from None
+            password_opt = settings.name("ssl.key.password")
+            raise ConfigError(_chain_error(exc, asked, "ssl.certfile", settings.keyfile or "ssl.certfile",
+                                           password_opt),
+                              option=_chain_option(exc, asked, "ssl.certfile", password_opt)) from None
     else:
         entry = read_keystore(key_opts)
         if entry is not None:
@@ -236,8 +326,9 @@ def describe_failure(exc: ssl.SSLError, cfg: ClientConfig, host: str) -> str:
         if code == 9:
             return f"the broker's certificate is not valid yet ({exc.verify_message})"
         if code in (62, 64):
-            return (f"the broker's certificate does not name the host {host!r}; fix the advertised "
-                    f"listener, or turn the check off with ssl.endpoint.identification.algorithm= (empty)")
+            return (f"the broker's certificate does not name the host {host!r} ({exc.verify_message}); fix the "
+                    f"advertised listener, or turn the check off with ssl.endpoint.identification.algorithm= "
+                    f"(empty)")
         if code in (2, 18, 19, 20, 21):
             return ("the broker's certificate is not signed by a CA the client trusts: give that CA with "
                     "ssl.truststore.location or ssl.truststore.certificates (or ssl.cafile) "

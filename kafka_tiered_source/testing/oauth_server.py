@@ -6,11 +6,14 @@ Kafka cluster's OAUTHBEARER listener serves them.
     with OAuthServer(clients={"reader": "s3cret"}, issuer="https://idp.test", audience="kafka") as idp:
         idp.token_endpoint_url, idp.jwks_url     # for the client and the embedded broker
 
-``lifetime_s`` sets how long tokens live (per client too, ``lifetimes``); ``rotate_key()`` starts
-signing with a new key (the JWKS then lists both); ``fail_next(n, status)`` answers the next
-``n`` token requests with that status (retry tests); ``mint(...)`` makes a token directly
-(static token files, expired or foreign tokens).  ``issued`` counts tokens per client id,
-``minted`` keeps every token made.
+``lifetime_s`` sets how long tokens live (per client too, ``lifetimes``); ``ages`` issues a
+client's tokens already that many seconds old (``iat`` in the past: a refresh falls due at once);
+``rotate_key()`` starts signing with a new key (the JWKS then lists both); ``fail_next(n,
+status)`` answers the next ``n`` token requests with that status (retry tests, an IdP that is
+down until ``clear_failures()``); ``hold(skip=k)`` stalls every token request after the next
+``k`` until ``release()`` (a slow IdP: ``wait_held(n)`` waits until ``n`` requests are stalled,
+``held`` counts them); ``mint(...)`` makes a token directly (static token files, expired or
+foreign tokens).  ``issued`` counts tokens per client id, ``minted`` keeps every token made.
 Optional TLS (``ssl_context``) for an https endpoint.  Needs ``cryptography``."""
 from __future__ import annotations
 
@@ -30,10 +33,17 @@ from .oauth_validator import b64url
 class OAuthServer:
     def __init__(self, clients: dict, *, issuer: str = "https://idp.kafka-tiered.test",
                  audience: str | tuple | None = "kafka", lifetime_s: float = 3600, lifetimes: dict | None = None,
-                 host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None):
+                 ages: dict | None = None, host: str = "127.0.0.1", port: int = 0,
+                 ssl_context: ssl.SSLContext | None = None):
         self.clients = dict(clients)
         self.issuer, self.audience = issuer, audience
         self.lifetime_s, self.lifetimes = lifetime_s, dict(lifetimes or {})
+        self.ages: dict[str, float] = dict(ages or {})
+        self.held = 0                      # token requests stalled by hold() right now
+        self._hold_skip: int | None = None
+        self._gate = threading.Event()
+        self._gate.set()
+        self._held_changed = threading.Condition()
         self.issued: dict[str, int] = {}
         self.minted: list[str] = []        # every token made (tests search outputs for them)
         self.token_requests = 0
@@ -56,6 +66,7 @@ class OAuthServer:
         return self
 
     def stop(self) -> None:
+        self.release()
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -133,6 +144,44 @@ class OAuthServer:
         with self._lock:
             self._fail += [status] * n
 
+    def clear_failures(self) -> None:
+        with self._lock:
+            self._fail.clear()
+
+    # -- a slow IdP
+    def hold(self, *, skip: int = 0) -> None:
+        """Stall every token request after the next ``skip`` until :meth:`release`."""
+        with self._lock:
+            self._hold_skip = skip
+            self._gate.clear()
+
+    def release(self) -> None:
+        with self._lock:
+            self._hold_skip = None
+            self._gate.set()
+
+    def wait_held(self, n: int = 1, timeout: float = 30) -> bool:
+        """Wait until ``n`` token requests are stalled; False if they are not within ``timeout``."""
+        with self._held_changed:
+            return self._held_changed.wait_for(lambda: self.held >= n, timeout)
+
+    def _maybe_stall(self) -> None:
+        with self._lock:
+            if self._hold_skip is None:
+                return
+            if self._hold_skip > 0:
+                self._hold_skip -= 1
+                return
+        with self._held_changed:
+            self.held += 1
+            self._held_changed.notify_all()
+        try:
+            self._gate.wait(60)
+        finally:
+            with self._held_changed:
+                self.held -= 1
+                self._held_changed.notify_all()
+
     # -- HTTP
     def _handler(self):
         idp = self
@@ -162,6 +211,7 @@ class OAuthServer:
                     return self._send(404, {"error": "not_found"})
                 length = int(self.headers.get("Content-Length") or 0)
                 form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+                idp._maybe_stall()
                 with idp._lock:
                     idp.token_requests += 1
                     fail = idp._fail.pop(0) if idp._fail else None
@@ -175,11 +225,12 @@ class OAuthServer:
                         not hmac.compare_digest(client[1], idp.clients[client[0]]):
                     return self._send(401, {"error": "invalid_client",
                                             "error_description": "client authentication failed"})
-                token = idp.mint(client[0], scope=form.get("scope"))
+                age = idp.ages.get(client[0], 0)
+                token = idp.mint(client[0], scope=form.get("scope"), issued_at=time.time() - age if age else None)
                 with idp._lock:
                     idp.issued[client[0]] = idp.issued.get(client[0], 0) + 1
                 life = idp.lifetimes.get(client[0], idp.lifetime_s)
-                self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": int(life),
+                self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": int(life - age),
                                  **({"scope": form["scope"]} if form.get("scope") else {})})
 
         return Handler
