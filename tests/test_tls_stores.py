@@ -291,6 +291,10 @@ def test_oauthbearer_options_parse_as_kip_768_configures_them():
     ({"sasl.jaas.config": OAUTH_JAAS.replace("scope=", "extension_bad1=")}, "sasl.jaas.config", "extension"),
     ({"sasl.jaas.config": OAUTH_JAAS.replace("scope=", "unsecuredLoginStringClaim_sub=")}, "sasl.jaas.config",
      "unsecured"),
+    ({"sasl.jaas.config": OAUTH_JAAS.replace("scope=", 'ssl.endpoint.identification.algorthm="" scope=')},
+     "sasl.jaas.config", "ssl.endpoint.identification.algorthm"),
+    ({"sasl.jaas.config": OAUTH_JAAS.replace("scope=", 'ssl.cipher.suites="TLS_AES_128_GCM_SHA256" scope=')},
+     "sasl.jaas.config", "ssl.cipher.suites"),
     ({"sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
                           'password="p";'}, "sasl.jaas.config", "must go together"),
     ({"sasl.login.refresh.window.factor": "0.3"}, "sasl.login.refresh.window.factor", "between"),

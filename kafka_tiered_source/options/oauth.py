@@ -141,6 +141,12 @@ def oauth_config(props: dict, jaas: dict | None, handler: str | None, parse) -> 
             extensions.append((name, value))
         elif key in JAAS_SSL_KEYS:
             tls[key] = value
+        elif key.startswith("ssl."):
+            # a TLS setting of the token endpoint that is not understood must not be dropped: a
+            # misspelt name would leave the endpoint checked by rules nobody asked for (fail closed)
+            raise ConfigError(f"sasl.jaas.config: {key} is not a TLS setting kafka-tiered understands for "
+                              f"the token endpoint; it takes {', '.join(JAAS_SSL_KEYS)}",
+                              option="sasl.jaas.config")
         elif key.startswith("unsecuredLogin"):
             raise ConfigError(f"sasl.jaas.config: {key} configures Kafka's unsecured test tokens, which "
                               f"kafka-tiered does not make; give a token endpoint (or a token file)",
