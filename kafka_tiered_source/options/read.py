@@ -50,6 +50,7 @@ from .pricing import CostModel
 from .quotas import QuotaConfig
 from .storage import FetcherConfig
 from .table import BY_KEY, ISOLATION_LEVELS, OPTIONS, Option, in_group, unknown, unknown_kafka
+from .typed_values import ValuesConfig
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,7 @@ class ReadOptions(ReadOptionsFields):
     cost: CostModel = field(default_factory=CostModel)       # cost.*
     quota: QuotaConfig = field(default_factory=QuotaConfig)  # quota.*
     streaming: bool = False                 # parsed for readStream (the rate limits apply)
+    values: ValuesConfig = field(default_factory=ValuesConfig)  # key.format, value.format, the registry
 
     @property
     def offline(self) -> bool:
@@ -345,6 +347,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
                           budget_usd=opt("cost.budget.usd")),
         quota=QuotaConfig(**{str(o.field): parsed(o) for o in _QUOTA_FIELDS}),
         streaming=streaming,
+        values=ValuesConfig.from_options(opts),
     )
 
 
