@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import ssl
 import threading
@@ -56,6 +57,21 @@ class SchemaStore:
         self.subjects: dict[str, list[dict]] = {}   # subject -> [{"version", "id", "deleted"}]
         self.config: dict[str, str] = {}            # subject -> level ("" is the global one)
         self.next_id = 1
+
+    def save(self, path: str) -> None:
+        with self.lock:
+            state = {"schemas": {str(k): v for k, v in self.schemas.items()}, "subjects": self.subjects,
+                     "config": self.config, "next_id": self.next_id}
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(state, f)
+        os.replace(tmp, path)
+
+    def load(self, path: str) -> None:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+        self.schemas = {int(k): v for k, v in state["schemas"].items()}
+        self.subjects, self.config, self.next_id = state["subjects"], state["config"], int(state["next_id"])
 
     # -- schemas --------------------------------------------------------------------------------
     @staticmethod
@@ -323,6 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         registry = self.server.registry
         registry.requests[(method, parts.path)] += 1
+        registry.by_agent[(self.headers.get("User-Agent", "").split("/")[0], method, parts.path)] += 1
         if not self._authorized():
             self._reply(401, {"error_code": 401, "message": "Unauthorized"})
             return
@@ -340,6 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
                 except RegistryError as exc:
                     self._reply(exc.status, {"error_code": exc.code, "message": exc.message})
                     return
+                if method != "GET" and registry.path is not None:
+                    registry.store.save(registry.path)
                 self._reply(status, answer)
                 return
         self._reply(404, {"error_code": 404, "message": "HTTP 404 Not Found"})
@@ -372,14 +391,19 @@ class SchemaRegistry:
     with the same schemas."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, users: dict[str, str] | None = None,
-                 tokens: set[str] | None = None, ssl_context: ssl.SSLContext | None = None):
+                 tokens: set[str] | None = None, ssl_context: ssl.SSLContext | None = None,
+                 path: str | None = None):
         self.host = host
         self.port = port
+        self.path = path          # where the schemas are kept between runs (None: memory only)
         self.users = dict(users or {})
         self.tokens = set(tokens or ())
         self.ssl_context = ssl_context
         self.store = SchemaStore()
+        if path is not None and os.path.exists(path):
+            self.store.load(path)
         self.requests: Counter = Counter()
+        self.by_agent: Counter = Counter()      # (User-Agent's product, method, path)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -418,9 +442,12 @@ class SchemaRegistry:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def fetches(self, schema_id: int) -> int:
-        """How many times ``GET /schemas/ids/{schema_id}`` was asked."""
-        return self.requests[("GET", f"/schemas/ids/{schema_id}")]
+    def fetches(self, schema_id: int, agent: str | None = None) -> int:
+        """How many times ``GET /schemas/ids/{schema_id}`` was asked (by clients whose User-Agent
+        names the product ``agent``, e.g. ``kafka-tiered``)."""
+        if agent is None:
+            return self.requests[("GET", f"/schemas/ids/{schema_id}")]
+        return self.by_agent[(agent, "GET", f"/schemas/ids/{schema_id}")]
 
     # -- the API, one method per path (status, body) ---------------------------------------------
     def _types(self, query: dict, body: dict) -> tuple[int, Any]:

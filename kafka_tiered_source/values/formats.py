@@ -174,17 +174,16 @@ class JsonResolver(Resolver):
         self.fast = json_schema.fast(self.type)
 
     def decode(self, values: pa.Array, rows: np.ndarray, skips: np.ndarray) -> Decoded:
-        import pyarrow.compute as pc
-        texts = pc.binary_slice(values.take(pa.array(rows, pa.int32())), 5)
+        framed = values.take(pa.array(rows, pa.int32()))
         if self.fast:
-            got = self._json.read_many(texts, self.type)
+            got = self._json.read_many(framed, self.type)
             if got is not None:
                 return Decoded(got)
         out: list = []
         bad: list[tuple[int, str]] = []
-        for i, text in enumerate(texts.to_pylist()):
+        for i, text in enumerate(framed.to_pylist()):
             try:
-                out.append(self._json.read_one(text, self.type))
+                out.append(self._json.read_one(text[5:], self.type))
             except ValueError as exc:
                 out.append(None)
                 bad.append((i, str(exc)))

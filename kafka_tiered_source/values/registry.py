@@ -34,6 +34,7 @@ from ..redact import redact_url
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
+USER_AGENT = "kafka-tiered/values"
 RETRIABLE = frozenset({408, 429, 500, 502, 503, 504})
 TYPES = {"AVRO": "avro", "PROTOBUF": "protobuf", "JSON": "json"}
 
@@ -201,7 +202,8 @@ class RegistryClient:
             netloc = f"{netloc}:{parts.port}"
         url = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + path,
                                        urllib.parse.urlencode(query or {}), ""))
-        request = urllib.request.Request(url, headers={"Accept": ACCEPT, **self._headers}, method="GET")
+        request = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": USER_AGENT, **self._headers},
+                                         method="GET")
         self.requests += 1
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self._context) as answer:
