@@ -24,9 +24,10 @@ def typed(tmp_path_factory):
     remote = base / "remote"
     with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{remote}", segment_bytes=4096,
                          schema_registry_port=0) as c:
-        for topic in (td.TOPIC_PB, td.TOPIC_JSON, td.TOPIC_BAD):
+        for topic in (td.TOPIC_PB, td.TOPIC_JSON, td.TOPIC_BAD, td.TOPIC_AVRO):
             c.create_topic(topic)
         produced = td.produce_typed(c.bootstrap_servers, c.schema_registry_url)
+        produced[td.TOPIC_AVRO] = td.produce_avro(c.bootstrap_servers, c.schema_registry_url)
         bad = td.produce_bad(c.bootstrap_servers, produced[td.TOPIC_JSON].raw[0][1])
         c.tier()
         c.remote_dir = str(remote)
@@ -65,6 +66,18 @@ def test_scan_reads_protobuf_across_three_versions_as_the_deserializer_does(type
     assert value.field("created").type == pa.timestamp("us", tz="UTC")
     assert pa.types.is_map(value.field("counts").type)
     assert kts.last_read_stats().total().remote_requests > 0     # tiered segments were read
+
+
+def test_scan_reads_avro_across_three_versions_as_the_deserializer_does(typed):
+    c = typed
+    table = kts.scan(opts(c, td.TOPIC_AVRO, **{"value.format": "avro", "key.format": "string"})).read_all()
+    want = c.produced[td.TOPIC_AVRO]
+    rows = _sorted_counts(table.to_pylist())
+    assert [r["value"] for r in rows] == want.values
+    assert [r["valueSchemaId"] for r in rows] == want.schema_ids and len(set(want.schema_ids)) == 3
+    assert rows[0]["value"]["currency"] == "EUR"      # v1 records take v3's default
+    value = table.schema.field("value").type
+    assert value.field("price").type == pa.decimal128(9, 2) and value.field("day").type == pa.date32()
 
 
 def test_scan_reads_json_keys_and_values_by_name(typed):
@@ -173,45 +186,55 @@ def test_options_are_checked_and_secrets_never_shown(typed):
         assert "hunter2" not in shown and "sekrit-9" not in shown
 
 
-def test_export_writes_the_typed_columns(typed, tmp_path):
+FORMATS = [(td.TOPIC_PB, "protobuf"), (td.TOPIC_AVRO, "avro"), (td.TOPIC_JSON, "json")]
+
+
+def _utc(value):
+    """Spark and Parquet readers' values made comparable: timestamps as aware UTC datetimes (Spark
+    gives naive local ones), maps as sorted items."""
+    import datetime as dt
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc)
+    if isinstance(value, dict):
+        return {k: sorted(v.items()) if k == "counts" and isinstance(v, dict) else
+                sorted(v) if k == "counts" and isinstance(v, list) else _utc(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_utc(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("topic,fmt", FORMATS, ids=[f for _, f in FORMATS])
+def test_export_writes_the_typed_columns(typed, tmp_path, topic, fmt):
     c = typed
     from kafka_tiered_source.cli import main
     out = tmp_path / "out"
-    o = opts(c, td.TOPIC_JSON, **{"value.format": "json", "key.format": "json"})
-    args = ["export", "--bootstrap-servers", c.bootstrap_servers, "--topic", td.TOPIC_JSON,
+    o = opts(c, topic, **{"value.format": fmt})
+    args = ["export", "--bootstrap-servers", c.bootstrap_servers, "--topic", topic,
             "--remote-storage-uri", o["remote.storage.uri"], "--to", str(out), "--no-progress", "--no-headers"]
-    for k in ("value.format", "key.format", "schema.registry.url"):
+    for k in ("value.format", "schema.registry.url"):
         args += ["-o", f"{k}={o[k]}"]
     assert main(args) == 0
-    table = pq.read_table(out / f"topic={td.TOPIC_JSON}")
+    table = pq.read_table(out / f"topic={topic}")
     rows = sorted(table.to_pylist(), key=lambda r: r["offset"])
-    assert [r["value"] for r in rows] == c.produced[td.TOPIC_JSON].values
-    assert [r["key"] for r in rows] == c.produced[td.TOPIC_JSON].keys
+    assert [_utc(r["value"]) for r in rows] == [_utc(v) for v in c.produced[topic].values]
+    assert [r["valueSchemaId"] for r in rows] == c.produced[topic].schema_ids
     assert table.schema.field("value").type == kts.scan(o).schema.field("value").type
 
 
 @pytest.mark.spark
 def test_spark_reads_the_same_typed_columns(typed, spark):
     c = typed
-    o = opts(c, td.TOPIC_PB, **{"value.format": "protobuf", "key.format": "string"})
-    df = spark.read.format("kafka-tiered").options(**o).load()
-    assert df.schema["value"].dataType.simpleString().startswith("struct<id:int,amount:bigint,currency:string")
-    rows = [r.asDict(recursive=True) for r in df.orderBy("offset").collect()]
-    want = c.produced[td.TOPIC_PB]
-    for r in rows:
-        r["value"]["counts"] = sorted(r["value"]["counts"].items())
-        created = r["value"]["created"]
-        if created is not None:     # Spark hands back local wall-clock datetimes
-            r["value"]["created"] = created.astimezone(want.values[0]["created"].tzinfo
-                                                       if want.values[0]["created"] else None)
-    assert [r["key"] for r in rows] == want.keys
-    assert [r["valueSchemaId"] for r in rows] == want.schema_ids
-    got_values = [r["value"] for r in rows]
-    for g, w in zip(got_values, want.values, strict=True):
-        if g["created"] is not None:
-            assert g["created"].timestamp() == w["created"].timestamp()
-            g["created"] = w["created"]
-    assert got_values == want.values
-    # a filter on a value field: applied by Spark after decoding
-    assert df.filter("value.customer.tier = 'GOLD'").count() == sum(
-        1 for v in want.values if v["customer"] and v["customer"]["tier"] == "GOLD")
+    for topic, fmt in FORMATS:
+        o = opts(c, topic, **{"value.format": fmt})
+        df = spark.read.format("kafka-tiered").options(**o).load()
+        assert df.columns[-1] == "valueSchemaId"
+        want = c.produced[topic]
+        keep = list(range(len(want.values)))
+        if fmt == "json":
+            # a filter on a value field: Spark applies it after decoding (Kafka columns' are pushed down)
+            df = df.filter("value IS NULL OR value.customer.tier = 'GOLD'")
+            keep = [i for i, v in enumerate(want.values) if v is None or (v["customer"] or {}).get("tier") == "GOLD"]
+        rows = sorted((r.asDict(recursive=True) for r in df.collect()), key=lambda r: r["offset"])
+        assert [r["offset"] for r in rows] == keep, fmt
+        assert [r["valueSchemaId"] for r in rows] == [want.schema_ids[i] for i in keep], fmt
+        assert [_utc(r["value"]) for r in rows] == [_utc(want.values[i]) for i in keep], fmt

@@ -25,6 +25,7 @@ N_PER_VERSION = 40
 TOPIC_PB = "orders_pb"
 TOPIC_JSON = "orders_json"
 TOPIC_BAD = "orders_bad"
+TOPIC_AVRO = "orders_avro"
 
 
 # -- Protobuf: descriptors built here, as protoc would (no protoc on the machine) -------------------
@@ -147,6 +148,67 @@ def json_row(obj: dict) -> dict:
             "tags": obj.get("tags"), "ok": obj.get("ok")}
 
 
+# -- Avro ------------------------------------------------------------------------------------------
+def avro_schema(version: int) -> dict:
+    fields: list = [{"name": "id", "type": "int"}]
+    if version < 3:
+        fields.append({"name": "name", "type": "string"})
+    fields.append({"name": "amount", "type": "int" if version < 3 else "long"})
+    if version >= 2:
+        fields.append({"name": "currency", "type": "string", "default": "EUR"})
+    if version >= 3:
+        fields += [
+            # new fields have defaults: the registry holds the subject BACKWARD compatible
+            {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+             "default": "\u0001"},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}, "default": 1000},
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}, "default": 3},
+            {"name": "ref", "type": {"type": "string", "logicalType": "uuid"},
+             "default": "00000000-0000-0000-0000-000000000000"},
+            {"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["BASIC", "GOLD"]},
+             "default": "BASIC"},
+            {"name": "tags", "type": {"type": "array", "items": "string"}, "default": ["none"]},
+            {"name": "counts", "type": {"type": "map", "values": "long"}, "default": {"d": 1}},
+            {"name": "note", "type": ["null", "string"], "default": None},
+            {"name": "customer", "type": ["null", {"type": "record", "name": "Customer", "fields": [
+                {"name": "name", "type": "string"}]}], "default": None}]
+    return {"type": "record", "name": "Order", "namespace": "shop", "fields": fields}
+
+
+def avro_record(version: int, i: int) -> dict:
+    import decimal
+    import uuid
+    rec: dict = {"id": i, "amount": 100 + i if version < 3 else (1 << 40) + i}
+    if version < 3:
+        rec["name"] = f"n{i}"
+    if version >= 2:
+        rec["currency"] = "USD" if i % 3 else "EUR"
+    if version >= 3:
+        rec.update(price=decimal.Decimal(f"{i}.{i % 100:02d}"),
+                   at=dt.datetime(2026, 11, 1, 12, 0, i % 60, tzinfo=dt.timezone.utc),
+                   day=dt.date(2026, 11, 1 + i % 28), ref=str(uuid.UUID(int=i)), tier="GOLD" if i % 2 else "BASIC",
+                   tags=[f"t{j}" for j in range(i % 3)], counts={f"k{j}": j * i for j in range(i % 3)},
+                   note=None if i % 2 else f"note {i}", customer=None if i % 4 == 0 else {"name": f"c{i}"})
+    return rec
+
+
+def avro_row(obj: dict) -> dict:
+    """AvroDeserializer's record (resolved to v3) as the value column's dict."""
+    import decimal
+    row = dict(obj)
+    row["ref"] = str(row["ref"])
+    # fastavro hands a reader field's default back in its underlying type's JSON form, without its
+    # logical type (a datum it decodes gets it): the columns hold the logical values either way
+    if isinstance(row["price"], str):
+        row["price"] = decimal.Decimal(int.from_bytes(row["price"].encode("latin-1"), "big", signed=True)).scaleb(-2)
+    if isinstance(row["at"], int):
+        row["at"] = dt.datetime.fromtimestamp(row["at"] / 1000, dt.timezone.utc)
+    if isinstance(row["day"], int):
+        row["day"] = dt.date(1970, 1, 1) + dt.timedelta(days=row["day"])
+    row["counts"] = sorted(row["counts"].items())
+    return row
+
+
 @dataclass
 class Produced:
     """What was produced to a topic: the raw (key, value) bytes in offset order, and the
@@ -206,6 +268,30 @@ def produce_typed(bootstrap: str, registry_url: str) -> dict[str, Produced]:
         out[TOPIC_JSON].keys.append(key_de(k, kctx(TOPIC_JSON)))
         out[TOPIC_JSON].values.append(None if v is None else json_row(js_de(v, vctx(TOPIC_JSON))))
         out[TOPIC_JSON].schema_ids.append(None if v is None else int.from_bytes(v[1:5], "big"))
+    return out
+
+
+def produce_avro(bootstrap: str, registry_url: str) -> Produced:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    client = SchemaRegistryClient({"url": registry_url})
+    ctx = SerializationContext(TOPIC_AVRO, MessageField.VALUE)
+    pairs = []
+    for version in (1, 2, 3):
+        ser = AvroSerializer(client, json.dumps(avro_schema(version)))
+        for j in range(N_PER_VERSION):
+            i = (version - 1) * N_PER_VERSION + j
+            pairs.append((f"k{i}".encode(), ser(avro_record(version, i), ctx)))
+    _produce(bootstrap, TOPIC_AVRO, pairs)
+    de = AvroDeserializer(client, json.dumps(avro_schema(3)))
+    out = Produced()
+    for k, v in pairs:
+        out.raw.append((k, v))
+        out.keys.append(k.decode())
+        out.values.append(avro_row(de(v, ctx)))
+        out.schema_ids.append(int.from_bytes(v[1:5], "big"))
     return out
 
 
