@@ -82,7 +82,7 @@ def pb_record(version: int, cls, i: int):
         msg.customer.tier = i % 2
         msg.tags.extend([f"t{j}" for j in range(i % 3)])
         if i % 4:
-            msg.created.FromDatetime(dt.datetime(2026, 11, 1, 12, 0, i % 60, 1000 * i, tzinfo=dt.timezone.utc))
+            msg.created.FromDatetime(dt.datetime(2026, 11, 1, 12, 0, i % 60, 1000 * (i % 1000), tzinfo=dt.timezone.utc))
         msg.counts.update({f"k{j}": j * i for j in range(i % 3)})
         if i % 5 == 0:
             msg.note = f"note {i}"

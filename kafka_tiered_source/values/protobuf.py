@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import base64
 from decimal import Decimal
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import SchemaError
@@ -248,21 +249,22 @@ def _field_converter(f) -> Callable[[list], pa.Array]:
         inner = _values_converter(f)
 
         def repeated(msgs: list) -> pa.Array:
-            offsets, flat = [0], []
-            for m in msgs:
-                flat.extend(get(m))
-                offsets.append(len(flat))
-            return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), inner(flat), type=typ)
+            lists = list(map(get, msgs))
+            offsets = np.zeros(len(lists) + 1, np.int32)
+            np.cumsum(np.fromiter(map(len, lists), np.int32, len(lists)), out=offsets[1:])
+            flat = [x for one in lists for x in one]
+            return pa.ListArray.from_arrays(pa.array(offsets), inner(flat), type=typ)
         return repeated
     values = _values_converter(f)
     if f.has_presence:
         name = f.name
 
+        has = methodcaller("HasField", name)
+
         def present(msgs: list) -> pa.Array:
-            mask = [not m.HasField(name) for m in msgs]
-            return values([get(m) for m in msgs], mask)
+            return values(list(map(get, msgs)), ~np.fromiter(map(has, msgs), bool, len(msgs)))
         return present
-    return lambda msgs: values([get(m) for m in msgs])
+    return lambda msgs: values(list(map(get, msgs)))
 
 
 def _values_converter(f) -> Callable[..., pa.Array]:
@@ -295,5 +297,5 @@ def _values_converter(f) -> Callable[..., pa.Array]:
 def _mask(mask):
     if mask is None:
         return None
-    m = pa.array(mask, pa.bool_())
-    return m if m.true_count else None
+    m = np.asarray(mask, bool)
+    return pa.array(m, pa.bool_()) if m.any() else None
