@@ -29,6 +29,16 @@ import pyarrow as pa
 from ..errors import SchemaError
 
 ANY = pa.string()
+#: the metadata of a field whose schema fixes no type: it holds the value's JSON text
+UNTYPED = {b"json": b"untyped"}
+
+
+def _field(name: str, t: pa.DataType, untyped: bool) -> pa.Field:
+    return pa.field(name, t, metadata=UNTYPED if untyped else None)
+
+
+def untyped(f: pa.Field) -> bool:
+    return bool(f.metadata) and f.metadata.get(b"json") == b"untyped"
 
 
 def parse(text: str, schema_id: int | None = None) -> Any:
@@ -70,6 +80,28 @@ class _Mapper:
     def type(self, s: Any, seen: tuple) -> pa.DataType:
         nullable, t = self.shape(s, seen)
         return t
+
+    def field(self, name: str, s: Any, seen: tuple) -> pa.Field:
+        """A field of ``s``'s type, marked when ``s`` fixes no type (its values are JSON texts)."""
+        return _field(name, self.type(s, seen), self.is_untyped(s, seen))
+
+    def is_untyped(self, s: Any, seen: tuple) -> bool:
+        if s is True or s == {} or s is None:
+            return True
+        if not isinstance(s, dict):
+            return False
+        if "$ref" in s:
+            try:
+                target, seen = self.resolve(s["$ref"], seen)
+            except SchemaError:
+                return False
+            return self.is_untyped(target, seen)
+        if any(k in s for k in ("oneOf", "anyOf", "allOf")):
+            return False
+        if "enum" in s or "const" in s:
+            kinds = {_kind(v) for v in s.get("enum", [s.get("const")])} - {"null"}
+            return len(kinds) != 1 or kinds == {"other"}
+        return s.get("type") is None and not any(k in s for k in ("properties", "additionalProperties", "items"))
 
     def shape(self, s: Any, seen: tuple) -> tuple[bool, pa.DataType]:
         """(may be null, the type)."""
@@ -118,13 +150,13 @@ class _Mapper:
             props = s.get("properties")
             extra = s.get("additionalProperties")
             if not props and isinstance(extra, dict) and extra:
-                return pa.map_(pa.string(), pa.field("value", self.type(extra, seen)))
-            return pa.struct([pa.field(name, self.type(sub, seen)) for name, sub in (props or {}).items()])
+                return pa.map_(pa.string(), self.field("value", extra, seen))
+            return pa.struct([self.field(name, sub, seen) for name, sub in (props or {}).items()])
         if kind == "array":
             items = s.get("items", {})
             if isinstance(items, list):       # draft 4-7 tuples: one type per position -> untyped
-                return pa.list_(ANY)
-            return pa.list_(self.type(items, seen))
+                return pa.list_(_field("item", ANY, True))
+            return pa.list_(self.field("item", items, seen))
         simple = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_(),
                   "null": pa.null()}
         if kind not in simple:
@@ -132,14 +164,14 @@ class _Mapper:
         return simple[kind]
 
     def union(self, members: list, seen: tuple) -> tuple[bool, pa.DataType]:
-        shapes = [self.shape(m, seen) for m in members]
-        real = [t for _, t in shapes if not pa.types.is_null(t)]
-        nullable = len(real) < len(shapes) or any(n for n, _ in shapes)
+        shapes = [(self.shape(m, seen), m) for m in members]
+        real = [(t, m) for (_, t), m in shapes if not pa.types.is_null(t)]
+        nullable = len(real) < len(shapes) or any(n for (n, _), _ in shapes)
         if len(real) == 1:
-            return True, real[0]
+            return True, real[0][0]
         if not real:
             return True, pa.null()
-        return nullable, pa.struct([pa.field(f"member{i}", t) for i, t in enumerate(real)])
+        return nullable, pa.struct([_field(f"member{i}", t, self.is_untyped(m, seen)) for i, (t, m) in enumerate(real)])
 
     def all_of(self, members: list, seen: tuple) -> tuple[bool, pa.DataType]:
         merged: dict[str, pa.Field] = {}
@@ -171,7 +203,7 @@ def fast(t: pa.DataType) -> bool:
     or untyped values)."""
     if not pa.types.is_struct(t):
         return False
-    return not is_union(t) and all(_fast_field(f.type) for f in t)
+    return not is_union(t) and all(_fast_field(f.type) and not untyped(f) for f in t)
 
 
 def is_union(t: pa.DataType) -> bool:
@@ -186,7 +218,7 @@ def _fast_field(t: pa.DataType) -> bool:
     if pa.types.is_struct(t):
         return fast(t)
     if pa.types.is_list(t):
-        return _fast_field(t.value_type)
+        return _fast_field(t.value_type) and not untyped(t.value_field)
     return t in (pa.string(), pa.int64(), pa.float64(), pa.bool_())
 
 
@@ -219,33 +251,33 @@ def read_many(framed: pa.Array, t: pa.DataType) -> pa.Array | None:
                                        pa.array([], f.type) for i, f in enumerate(t)], fields=list(t))
 
 
-def fit(value: Any, t: pa.DataType, path: str = "") -> Any:
-    """``value`` (as json.loads gives it) as Arrow's Python form of ``t``; ValueError naming the
-    field when it does not fit."""
+def fit(value: Any, t: pa.DataType, path: str = "", raw: bool = False) -> Any:
+    """``value`` (as json.loads gives it) as Arrow's Python form of ``t`` (``raw``: a field whose
+    schema fixes no type, holding JSON text); ValueError naming the field when it does not fit."""
     if value is None:
         return None
-    if t == ANY:
+    if raw:
         return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
     if pa.types.is_struct(t):
         if is_union(t):
             for i, f in enumerate(t):
                 try:
-                    return {f"member{i}": fit(value, f.type, path)}
+                    return {f"member{i}": fit(value, f.type, path, untyped(f))}
                 except ValueError:
                     continue
             raise ValueError(f"{path or 'the value'}: {_kind(value)} fits no member of the union")
         if not isinstance(value, dict):
             raise ValueError(f"{path or 'the value'}: expected an object, got {_kind(value)}")
-        return {f.name: fit(value.get(f.name), f.type, f"{path}{f.name}.") for f in t}
+        return {f.name: fit(value.get(f.name), f.type, f"{path}{f.name}.", untyped(f)) for f in t}
     where = path.rstrip(".") or "the value"
     if pa.types.is_map(t):
         if not isinstance(value, dict):
             raise ValueError(f"{where}: expected an object, got {_kind(value)}")
-        return [(k, fit(v, t.item_type, f"{path}{k}.")) for k, v in value.items()]
+        return [(k, fit(v, t.item_type, f"{path}{k}.", untyped(t.item_field))) for k, v in value.items()]
     if pa.types.is_list(t):
         if not isinstance(value, list):
             raise ValueError(f"{where}: expected an array, got {_kind(value)}")
-        return [fit(v, t.value_type, path) for v in value]
+        return [fit(v, t.value_type, path, untyped(t.value_field)) for v in value]
     kind = _kind(value)
     if t == pa.string():
         if kind != "string":
