@@ -285,6 +285,9 @@ def main(argv=None) -> int:
                 sc.setJobDescription(f"check: the Parquet files at {output}")
                 p_n, p_digest, p_distinct = digest(spark.read.parquet(output))
                 files = sum(1 for _, _, names in os.walk(output) for n in names if n.endswith(".parquet"))
+
+                sc.setJobDescription(f"kafka-tiered: {TYPED_TOPIC} as typed columns (value.format=avro)")
+                typed_ok = typed_read(spark, cluster, storage)
             finally:
                 sc.setJobDescription(None)
                 spark.stop()
@@ -318,7 +321,7 @@ def main(argv=None) -> int:
                 report = kafka_tiered_source.cost_report(direct_stats)
                 print("cost of the direct read (kafka_tiered_source.cost_report):")
                 print(report)
-            if not typed_read(spark, cluster, storage):
+            if not typed_ok:
                 return 1
             print(f"Parquet: {output}  ({files} files, partitioned by topic and partition)")
             if direct_stats is not None:

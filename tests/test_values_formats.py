@@ -110,3 +110,21 @@ def test_protobuf_resolution_by_field_number():
     payload = writer_cls(a=7, c=1.5).SerializeToString()
     msg = protobuf.message_class(r).FromString(payload)
     assert protobuf.converter(r)([msg]).to_pylist() == [{"a": 7, "b": ""}]
+
+
+def test_the_subject_of_each_strategy():
+    from kafka_tiered_source.errors import ConfigError
+    from kafka_tiered_source.options import ReadOptions
+    from kafka_tiered_source.values.readers import subjects
+    base = {"kafka.bootstrap.servers": "b:1", "subscribe": "a,b", "schema.registry.url": "http://r:1"}
+
+    def side(**kw):
+        return ReadOptions.parse({**base, "key.format": "avro", **kw}).values.side("key")
+    assert subjects(side(), ("a", "b")) == ["a-key", "b-key"]
+    record = {"key.schema.record.name": "shop.Key"}
+    assert subjects(side(**{"key.subject.name.strategy": "RecordNameStrategy"}, **record), ("a", "b")) == ["shop.Key"]
+    java = "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"
+    assert subjects(side(**{"key.subject.name.strategy": java}, **record), ("a",)) == ["a-shop.Key"]
+    assert subjects(side(**{"key.schema.subject": "keys"}), None) == ["keys"]
+    with pytest.raises(ConfigError, match="subscribePattern"):
+        subjects(side(), None)
