@@ -373,6 +373,10 @@ static int run(kt_actx *x, int32_t oi, int depth)
         if (!c) return 0;
         if (bit_put(&c->data, c->len, *at)) return nomem(x);
         return put_valid(x, c);
+    case A_SKIP_INT:
+        return rd_int(x, &i32);
+    case A_SKIP_LONG:
+        return rd_long(x, &i64);
     case A_INT_I32:
         return rd_int(x, &i32) ? -1 : put_i32(x, c, i32);
     case A_INT_I64:
