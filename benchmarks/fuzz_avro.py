@@ -37,7 +37,12 @@ if ROOT not in sys.path:
 
 import pyarrow as pa  # noqa: E402
 
-from kafka_tiered_source.values import avro  # noqa: E402
+if __name__ == "__main__":      # fuzzing: Python-level coverage of the decoders
+    import atheris
+    with atheris.instrument_imports(include=["kafka_tiered_source.values"]):
+        from kafka_tiered_source.values import avro
+else:
+    from kafka_tiered_source.values import avro
 
 PRIMS = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"]
 LOGICALS = [("bytes", {"logicalType": "decimal", "precision": 9, "scale": 2}),
