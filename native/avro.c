@@ -170,9 +170,29 @@ static inline int bit_put(kt_abuf *v, Py_ssize_t i, int bit)
     return 0;
 }
 
+/* Validity: nothing is written while a column has no null (most never have one); its first
+ * null sets the bits of the entries before it.  Cutting a column back leaves the bits of the
+ * entries kept as they were, so this needs nothing from truncate_col(). */
+static inline int mark_valid(kt_acol *c)
+{
+    return c->has_null ? bit_put(&c->valid, c->len, 1) : 0;
+}
+
+static __attribute__((noinline)) int mark_null(kt_acol *c)
+{
+    if (!c->has_null) {
+        Py_ssize_t full = c->len >> 3;
+        if (full + 1 > c->valid.cap && kt_abuf_grow(&c->valid, full + 1)) return -1;
+        memset(c->valid.p, 0xFF, (size_t)full);
+        c->valid.p[full] = (uint8_t)((1u << (c->len & 7)) - 1);
+        c->has_null = 1;
+    }
+    return bit_put(&c->valid, c->len, 0);
+}
+
 static inline int put_fixed(kt_actx *x, kt_acol *c, const void *v, int w)
 {
-    if (kt_abuf_reserve(&c->data, w) || bit_put(&c->valid, c->len, 1)) return nomem(x);
+    if (kt_abuf_reserve(&c->data, w) || mark_valid(c)) return nomem(x);
     memcpy(c->data.p + c->data.len, v, (size_t)w);
     c->data.len += w;
     c->len++;
@@ -202,7 +222,7 @@ static inline int put_bin(kt_actx *x, kt_acol *c, const uint8_t *s, int64_t n)
     if (kt_abuf_reserve(&c->var, n)) return nomem(x);
     if (n) memcpy(c->var.p + c->var.len, s, (size_t)n);
     c->var.len += n;
-    if (put_offset(x, c, c->var.len) || bit_put(&c->valid, c->len, 1)) return x->fatal ? -1 : nomem(x);
+    if (put_offset(x, c, c->var.len) || mark_valid(c)) return x->fatal ? -1 : nomem(x);
     c->len++;
     return 0;
 }
@@ -240,14 +260,14 @@ static int put_null(kt_actx *x, int32_t col)
         memcpy(c->data.p + c->data.len, zeros, (size_t)c->width);
         c->data.len += c->width;
     }
-    if (bit_put(&c->valid, c->len, 0)) return nomem(x);
+    if (mark_null(c)) return nomem(x);
     c->len++;
     return 0;
 }
 
 static inline int put_valid(kt_actx *x, kt_acol *c)
 {
-    if (bit_put(&c->valid, c->len, 1)) return nomem(x);
+    if (mark_valid(c)) return nomem(x);
     c->len++;
     return 0;
 }
@@ -373,6 +393,10 @@ static int run(kt_actx *x, int32_t oi, int depth)
         if (!c) return 0;
         if (bit_put(&c->data, c->len, *at)) return nomem(x);
         return put_valid(x, c);
+    case A_SKIP_INT:
+        return rd_int(x, &i32);
+    case A_SKIP_LONG:
+        return rd_long(x, &i64);
     case A_INT_I32:
         return rd_int(x, &i32) ? -1 : put_i32(x, c, i32);
     case A_INT_I64:

@@ -62,8 +62,9 @@ typedef struct {
 typedef struct {
     int32_t kind;
     int width;                     /* bytes per value of fixed-width kinds */
+    int has_null;                  /* `valid` is kept only once an entry was null */
     Py_ssize_t len;                /* entries */
-    kt_abuf valid;                 /* validity bitmap (bits [0, len) meaningful) */
+    kt_abuf valid;                 /* validity bitmap (bits [0, len), once has_null) */
     kt_abuf data;                  /* values; BOOL: a bitmap; BIN, LIST, MAP: int32 offsets */
     kt_abuf var;                   /* BIN: the bytes */
 } kt_acol;

@@ -263,7 +263,7 @@ PyObject *kt_acols_finish(kt_acol *cols, Py_ssize_t n)
         kt_acol *c = &cols[i];
         Py_ssize_t len = c->len, bits = (len + 7) >> 3;
         PyObject *valid = NULL, *data = NULL, *var = NULL, *item;
-        Py_ssize_t nulls = c->kind == AC_NULL ? len : len ? count_nulls(&c->valid, len) : 0;
+        Py_ssize_t nulls = c->kind == AC_NULL ? len : c->has_null && len ? count_nulls(&c->valid, len) : 0;
         if (c->kind == AC_NULL) {
             valid = Py_NewRef(Py_None);
             data = Py_NewRef(Py_None);

@@ -166,15 +166,18 @@ def _native_program(res: AvroResolution):
 
 def _decode_with(backend: str, res: AvroResolution, values: pa.Array, rows: pa.Array | None,
                  skip: int, permissive: bool) -> AvroDecoded:
-    if backend == "python":
-        if res._python is None:
-            res._python = _avro_python.compile_program(res._program)
-        rlist = None if rows is None else rows.to_pylist()
-        array, bad, error = _avro_python.decode(res._program, res._python, values, rlist, skip,
-                                                permissive)
-    else:
-        mod, prog = _native_program(res)
-        array, bad, error = mod.decode(res._program, prog, values, rows, skip, permissive)
+    try:
+        if backend == "python":
+            if res._python is None:
+                res._python = _avro_python.compile_program(res._program)
+            rlist = None if rows is None else rows.to_pylist()
+            array, bad, error = _avro_python.decode(res._program, res._python, values, rlist,
+                                                    skip, permissive)
+        else:
+            mod, prog = _native_program(res)
+            array, bad, error = mod.decode(res._program, prog, values, rows, skip, permissive)
+    except OverflowError as exc:    # Arrow's int32 offsets: decode fewer rows at a time
+        raise AvroError(f"{exc}; decode fewer rows at a time") from None
     if error is not None:
         raise AvroDecodeError(*error)
     return AvroDecoded(array, bad)
