@@ -107,3 +107,41 @@ def test_outages_are_retried_then_named():
         assert ours.schema(1).kind == "json"      # a failure is not kept: it is asked again
     finally:
         reg.stop()
+
+
+def test_kafka_tiered_broker_serves_the_registry(tmp_path):
+    """``kafka-tiered broker --schema-registry-port 0``: the registry answers beside the broker, and
+    keeps its schemas in the data directory (a restarted broker serves them again)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from kafka_tiered_source.testing.schema_registry import SchemaStore
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from kafka_tiered_source.cli import main; sys.exit(main(sys.argv[1:]))",
+         "broker", "--data-dir", str(tmp_path / "d"), "--port", "0", "--schema-registry-port", "0",
+         "--log-level", "WARNING"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=root), cwd=root)
+    try:
+        assert proc.stdout.readline().startswith("bootstrap servers: 127.0.0.1:")
+        line = proc.stdout.readline()
+        assert line.startswith("schema registry: http://127.0.0.1:"), (line, proc.stderr.read())
+        ours = client(line.split(": ", 1)[1].strip())
+        body = json.dumps({"schema": json.dumps(V1), "schemaType": "JSON"}).encode()
+        req = urllib.request.Request(f"{ours.urls[0]}/subjects/t-value/versions", body, method="POST",
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        with urllib.request.urlopen(req, timeout=10) as answer:
+            assert json.loads(answer.read()) == {"id": 1}
+        assert json.loads(ours.version("t-value", None).text) == V1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    kept = SchemaStore()
+    kept.load(str(tmp_path / "d" / "schema-registry.json"))
+    assert json.loads(kept.by_id(1)["schema"]) == V1 and kept.version("t-value", "latest")["id"] == 1
