@@ -128,3 +128,44 @@ def test_the_subject_of_each_strategy():
     assert subjects(side(**{"key.schema.subject": "keys"}), None) == ["keys"]
     with pytest.raises(ConfigError, match="subscribePattern"):
         subjects(side(), None)
+
+
+def _kafka_batch(values: list) -> pa.RecordBatch:
+    from kafka_tiered_source.records.schema import kafka_schema
+    n = len(values)
+    return pa.RecordBatch.from_arrays(
+        [pa.nulls(n, pa.binary()), pa.array(values, pa.binary()), pa.array(["t"] * n), pa.array([0] * n, pa.int32()),
+         pa.array(range(n), pa.int64()), pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())],
+        schema=kafka_schema(False))
+
+
+def test_a_protobuf_writer_whose_field_cannot_be_read_is_a_bad_record():
+    from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
+
+    from kafka_tiered_source.errors import ValueDecodeError
+    from kafka_tiered_source.options import ReadOptions
+    from kafka_tiered_source.testing import SchemaRegistry
+    from kafka_tiered_source.values.decoder import BatchDecoder
+    from kafka_tiered_source.values.readers import resolve_readers
+    reader_text = _pb_file([("a", 1, F.TYPE_INT64), ("b", 2, F.TYPE_STRING)])
+    with SchemaRegistry() as reg:
+        good = reg.store.register("t-value", {"schema": _pb_file([("a", 1, F.TYPE_INT32)]),
+                                              "schemaType": "PROTOBUF"})["id"]
+        reg.store.config["t-value"] = "NONE"
+        broken = reg.store.register("t-value", {"schema": _pb_file([("a", 1, F.TYPE_STRING)]),
+                                                "schemaType": "PROTOBUF"})["id"]
+        writer = protobuf.message_class(protobuf.message(protobuf.load_file(_pb_file([("a", 1, F.TYPE_INT32)]), {})))
+        payload = writer(a=5).SerializeToString()
+        values = [b"\0" + good.to_bytes(4, "big") + b"\0" + payload,
+                  b"\0" + broken.to_bytes(4, "big") + b"\0" + payload,
+                  b"\0" + good.to_bytes(4, "big") + b"\x02\x02" + payload]    # message [1]: p.Other
+        base = {"kafka.bootstrap.servers": "b:1", "subscribe": "t", "value.format": "protobuf",
+                "schema.registry.url": reg.url, "value.schema": reader_text}
+        with pytest.raises(ValueDecodeError) as info:
+            BatchDecoder(resolve_readers(ReadOptions.parse(base)).values, False)(_kafka_batch(values))
+        assert info.value.offset == 1 and info.value.schema_id == broken
+        assert "field a (number 1) is string in the writer schema" in str(info.value)
+        config = resolve_readers(ReadOptions.parse({**base, "mode": "PERMISSIVE"})).values
+        out = BatchDecoder(config, False)(_kafka_batch(values))
+        assert out.column("value").to_pylist() == [{"a": 5, "b": ""}, None, None]
+        assert out.column("corruptValue").to_pylist() == [None, values[1], values[2]]

@@ -22,7 +22,7 @@ from ..errors import KafkaTieredError, SchemaError, ValueDecodeError
 from ..options.typed_values import ValuesConfig
 from . import framing
 from .columns import output_schema
-from .formats import ReaderSchema, Resolver, resolver
+from .formats import ProtobufResolver, ReaderSchema, Resolver, resolver
 from .registry import RegistryClient, registry_client
 
 _resolvers: dict[tuple, Resolver | SchemaError] = {}
@@ -82,8 +82,8 @@ class SideDecoder:
             rows = framed_rows[framed_ids == sid]
             got = self._group(col, rows, int(sid), bad)
             if got is not None:
-                pieces.append(got)
-                order.append(rows)
+                pieces.append(got[0])
+                order.append(got[1])
         done = np.concatenate(order) if order else np.zeros(0, np.int32)
         rest = np.setdiff1d(np.arange(n, dtype=np.int32), done, assume_unique=True)
         if len(rest):
@@ -104,8 +104,9 @@ class SideDecoder:
         return typed, ids, bad
 
     def _group(self, col: pa.Array, rows: np.ndarray, sid: int,
-               bad: list[tuple[int, int | None, str]]) -> pa.Array | None:
-        """The decoded rows of one schema id (None when none could be: they are all in ``bad``)."""
+               bad: list[tuple[int, int | None, str]]) -> tuple[pa.Array, np.ndarray] | None:
+        """The decoded rows of one schema id and which rows they are (None when none could be
+        decoded: they are all in ``bad``)."""
         assert self.reader is not None and self.client is not None
         reason = self.failed.get(sid)
         res: Resolver | None = None
@@ -118,13 +119,14 @@ class SideDecoder:
         if res is None:
             bad.extend((row, sid, str(reason)) for row in rows.tolist())
             return None
-        if self.format == "protobuf":
+        if isinstance(res, ProtobufResolver):
             skips, indexes, errors = framing.message_indexes(col, rows)
             keep = np.ones(len(rows), bool)
             for i, err in enumerate(errors):
-                if err is None:
+                found = indexes[i]
+                if err is None and found is not None:
                     try:
-                        res.check(indexes[i])    # type: ignore[attr-defined]
+                        res.check(found)
                     except SchemaError as exc:
                         err = str(exc)
                 if err is not None:
@@ -141,7 +143,7 @@ class SideDecoder:
         if len(out.array) != len(rows):   # a resolver's contract broken: never hand Spark a wrong batch
             raise SchemaError(f"decoding schema id {sid} gave {len(out.array)} values for {len(rows)} records",
                               schema_id=sid)
-        return out.array
+        return out.array, rows
 
 
 def _strings(col: pa.Array) -> tuple[pa.Array, None, list[tuple[int, int | None, str]]]:
