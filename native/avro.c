@@ -361,8 +361,7 @@ static int block_count(kt_actx *x, const char *what, int64_t min, int64_t *count
                         (long long)n, (long long)left);
     } else if (n > 0) {
         if (n > x->budget)
-            return fail(x, at, "more than %lld zero-width items in one call",
-                        (long long)KT_AVRO_ZERO_WIDTH_BUDGET);
+            return fail(x, at, "zero-width items exceed the call's budget (2^20 and one per row)");
         x->budget -= n;
     }
     *count = n;
@@ -558,7 +557,7 @@ PyObject *kt_py_avro_decode(PyObject *self, PyObject *args)
     kt_abuf bad = {0}, text = {0};
     const char *refuse = NULL;
     Py_ssize_t bad_row = -1;
-    kt_actx x = {.g = g, .budget = KT_AVRO_ZERO_WIDTH_BUDGET};
+    kt_actx x = {.g = g, .budget = KT_AVRO_ZERO_WIDTH_BUDGET + nrows};
 
     if (valid_obj != Py_None && PyObject_GetBuffer(valid_obj, &valid, PyBUF_SIMPLE)) goto out;
     if (rows_obj != Py_None && PyObject_GetBuffer(rows_obj, &rows, PyBUF_SIMPLE)) goto out;
