@@ -361,8 +361,7 @@ static int block_count(kt_actx *x, const char *what, int64_t min, int64_t *count
                         (long long)n, (long long)left);
     } else if (n > 0) {
         if (n > x->budget)
-            return fail(x, at, "more than %lld zero-width items in one call",
-                        (long long)KT_AVRO_ZERO_WIDTH_BUDGET);
+            return fail(x, at, "zero-width items exceed the call's budget (2^16 and 8 per byte of the values)");
         x->budget -= n;
     }
     *count = n;
@@ -558,7 +557,7 @@ PyObject *kt_py_avro_decode(PyObject *self, PyObject *args)
     kt_abuf bad = {0}, text = {0};
     const char *refuse = NULL;
     Py_ssize_t bad_row = -1;
-    kt_actx x = {.g = g, .budget = KT_AVRO_ZERO_WIDTH_BUDGET};
+    kt_actx x = {.g = g};
 
     if (valid_obj != Py_None && PyObject_GetBuffer(valid_obj, &valid, PyBUF_SIMPLE)) goto out;
     if (rows_obj != Py_None && PyObject_GetBuffer(rows_obj, &rows, PyBUF_SIMPLE)) goto out;
@@ -574,6 +573,8 @@ PyObject *kt_py_avro_decode(PyObject *self, PyObject *args)
         goto out;
     }
     x.cols = cols;
+    x.budget = KT_AVRO_ZERO_WIDTH_BUDGET +
+               8 * (int64_t)(((const int32_t *)offs.buf)[arr_off + count] - ((const int32_t *)offs.buf)[arr_off]);
     if (kt_acols_init(g, cols, nrows)) {
         PyErr_NoMemory();
         goto out;

@@ -23,7 +23,7 @@ enum { AC_NULL, AC_BOOL, AC_I32, AC_I64, AC_F32, AC_F64, AC_D128, AC_BIN, AC_STR
        AC_MAP, AC_KINDS };
 
 #define KT_AVRO_DATA_DEPTH 128
-#define KT_AVRO_ZERO_WIDTH_BUDGET ((int64_t)1 << 24)
+#define KT_AVRO_ZERO_WIDTH_BUDGET ((int64_t)1 << 16)   /* and 8 per byte of the values */
 
 typedef struct {
     int32_t kind, col, a, b, c;

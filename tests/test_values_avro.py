@@ -504,7 +504,7 @@ def test_rows_select_and_order_the_entries():
 def test_hostile_counts_are_bounded_not_allocated():
     nulls = {"type": "array", "items": "null"}
     assert _bad(b"\x80\x80\x80\x80\x80\x80\x80\x80\x40", nulls)[1] == \
-        "more than 16777216 zero-width items in one call"
+        "zero-width items exceed the call's budget (2^16 and 8 per byte of the values)"
     assert _bad(b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01", {"type": "map", "values": "null"})[1] == \
         "map block of 9223372036854775807 items exceeds the 0 bytes left"
     # a recursive writer type the reader skips: nesting is capped, not the C stack

@@ -4,7 +4,8 @@ dropped), valid data written by fastavro and mutations of it (cut, bytes flipped
 inserted): rows, bad entries and the first error (row, offset, reason) must be identical.
 Where nothing is resolved away and no logical type is involved, the rows must also be what
 fastavro reads.  And a CI-sized pass of benchmarks/fuzz_avro.py's harness on its seeds and
-deterministic mutations of them (the long coverage-guided runs: docs/fuzzing.md).
+deterministic mutations of them (the long coverage-guided runs: docs/fuzzing.md).  Not marked
+`decoder`: each test drives both decoders itself, whatever KAFKA_TIERED_NO_EXTENSIONS says.
 """
 from __future__ import annotations
 
@@ -12,14 +13,10 @@ import json
 import random
 
 import pyarrow as pa
-import pytest
 
 from benchmarks import fuzz_avro
 from kafka_tiered_source.values.avro import AvroError, parse_schema, resolve
 from test_values_avro import expected
-
-pytestmark = pytest.mark.decoder
-
 
 def _mutants(rng, values):
     out = []

@@ -34,10 +34,10 @@ class Bad(Exception):
 class Cursor:
     __slots__ = ("buf", "pos", "end", "base", "depth", "budget")
 
-    def __init__(self, buf: bytes):
+    def __init__(self, buf: bytes, value_bytes: int):
         self.buf = buf
         self.pos = self.end = self.base = self.depth = 0
-        self.budget = R.ZERO_WIDTH_BUDGET
+        self.budget = R.ZERO_WIDTH_BUDGET + 8 * value_bytes
 
     def fail(self, at: int, reason: str) -> Bad:
         return Bad(at - self.base, reason)
@@ -115,7 +115,7 @@ class Cursor:
                 raise self.fail(at, f"{what} block of {n} items exceeds the {left} bytes left")
         elif n > 0:
             if n > self.budget:
-                raise self.fail(at, f"more than {R.ZERO_WIDTH_BUDGET} zero-width items in one call")
+                raise self.fail(at, "zero-width items exceed the call's budget (2^16 and 8 per byte of the values)")
             self.budget -= n
         return n
 
@@ -311,7 +311,7 @@ def decode(prog: R.Program, root: Fn, values: pa.Array, rows: list[int] | None, 
     data = bufs[2].to_pybytes() if bufs[2] is not None else b""
     off = values.offset
     valid = values.is_valid().to_pylist() if values.null_count else None
-    c = Cursor(data)
+    c = Cursor(data, offsets[off + len(values)] - offsets[off])
     out: list = []
     bad: list[tuple[int, int, str]] = []
     for i, r in enumerate(range(len(values)) if rows is None else rows):

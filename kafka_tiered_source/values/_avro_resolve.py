@@ -35,9 +35,10 @@ C_NULL, C_BOOL, C_I32, C_I64, C_F32, C_F64, C_D128, C_BIN, C_STRUCT, C_LIST, C_M
 #: nesting of records, unions, arrays and maps a datum may reach (reached only by a recursive
 #: writer type: schemas themselves nest at most MAX_DEPTH < DATA_DEPTH)
 DATA_DEPTH = 128
-#: items of zero width (nulls, empty records) one decode call may produce: their count cannot
-#: be bounded by the bytes left
-ZERO_WIDTH_BUDGET = 1 << 24
+#: items of zero width (nulls, empty records) one decode call may produce, and 8 more per byte of
+#: the values: their count cannot be bounded by the bytes left, and a few bytes must not buy
+#: millions of them
+ZERO_WIDTH_BUDGET = 1 << 16
 _MIN_CAP = 1 << 30
 
 PROMOTIONS = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"),
