@@ -19,7 +19,6 @@ LAYERS = [
     {"errors", "model", "ids", "redact", "_native"},   # vocabulary: imports nothing of ours
     {"options"},                                        # one option table, frozen configs
     {"protocol", "records"},                            # Kafka wire messages; v2 batches -> Arrow
-    {"values"},                                         # typed keys and values: schema registry -> Arrow
     {"storage"},                                        # fetchers, layouts, index files
     {"metrics", "cost", "quota", "telemetry"},          # accounting
     {"planning"},                                       # where each offset lives, read tasks
