@@ -145,3 +145,24 @@ def test_kafka_tiered_broker_serves_the_registry(tmp_path):
     kept = SchemaStore()
     kept.load(str(tmp_path / "d" / "schema-registry.json"))
     assert json.loads(kept.by_id(1)["schema"]) == V1 and kept.version("t-value", "latest")["id"] == 1
+
+
+def test_reader_schemas_of_several_topics_and_sasl_inherited_credentials():
+    from kafka_tiered_source.values.readers import resolve_readers
+    sasl = {"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                      'username="reader" password="pw-Q7";'}
+    with SchemaRegistry(users={"reader": "pw-Q7"}) as reg:
+        for subject, schema in (("a-value", V1), ("b-value", V1), ("c-value", V2)):
+            reg.store.register(subject, {"schema": json.dumps(schema), "schemaType": "JSON"})
+        base = {**BASE, **sasl, "schema.registry.url": reg.url, "basic.auth.credentials.source": "SASL_INHERIT"}
+        same = resolve_readers(ReadOptions.parse({**base, "subscribe": "a,b"})).values.readers.value
+        assert json.loads(same.text) == V1 and same.schema_id == 1
+        with pytest.raises(ConfigError) as info:
+            resolve_readers(ReadOptions.parse({**base, "subscribe": "a,c"}))
+        assert "a-value (id 1)" in str(info.value) and "c-value (id 2)" in str(info.value)
+        pinned = resolve_readers(ReadOptions.parse({**base, "subscribe": "a,c", "value.schema.subject": "c-value",
+                                                    "value.schema.version": "1"})).values.readers.value
+        assert (pinned.subject, pinned.version, pinned.schema_id) == ("c-value", 1, 2)
+        with pytest.raises(SchemaNotFoundError):
+            resolve_readers(ReadOptions.parse({**base, "subscribe": "a", "value.schema.version": "9"}))
