@@ -149,19 +149,20 @@ class ProtobufResolver(Resolver):
         data = values.buffers()[2]
         view = memoryview(data) if data is not None else memoryview(b"")
         cls = self.cls
+        parse = cls.FromString
+        offs = offsets.tolist()
         msgs: list = []
         bad: list[tuple[int, str]] = []
         mask = None
         for i, (row, skip) in enumerate(zip(rows.tolist(), skips.tolist(), strict=True)):
-            m = cls()
             try:
-                m.ParseFromString(view[offsets[row] + skip:offsets[row + 1]])
+                msgs.append(parse(view[offs[row] + skip:offs[row + 1]]))
             except (DecodeError, ValueError, RuntimeError) as exc:
                 bad.append((i, f"not a Protobuf message of the reader schema: {exc}"))
                 if mask is None:
                     mask = [False] * len(rows)
                 mask[i] = True
-            msgs.append(m)
+                msgs.append(cls())
         return Decoded(self.convert(msgs, mask), bad)
 
 
