@@ -1,4 +1,4 @@
-# Type stubs of the C extension built from native/ (module.c, records.c, fused.c, batch.c,
+# Type stubs of the C extension built from native/ (module.c, records.c, fused.c, batch.c, avro.c,
 # lz4.c, snappy.c, crc32c.c, rlm.c).  tests/test_native_interface.py checks that they name exactly
 # what the module exports; the pure-Python backend (records/_python.py) implements the same Builder interface.
 from typing import Callable, Protocol
@@ -117,3 +117,20 @@ def rlm_select(data: _BytesLike, origin: int, ids: bytes | None, verify_crc: boo
     """``__remote_log_metadata`` batches -> ``(hits, consumed, next_offset, last_epoch,
     compressed, passed, error, tombstones, keyed)``: the records whose topic id is one of
     ``ids`` (16 bytes each; None: every record), see protocol/metadata_select.py."""
+
+class AvroProgram:
+    """A compiled Avro resolution (values/_avro_resolve.py), checked when made: int32 rows of
+    (kind, col, a, b, c), the int32 table, the constants and their int64 offsets, int32 rows of
+    (kind, nchild, child) per column and the int32 child column indexes, the root instruction."""
+    def __init__(self, ops: bytes, table: bytes, consts: bytes, const_offsets: bytes,
+                 columns: bytes, children: bytes, root: int) -> None: ...
+
+def avro_decode(program: AvroProgram, validity: _BytesLike | None, offsets: _BytesLike,
+                data: _BytesLike, offset: int, count: int, rows: _BytesLike | None,
+                rows_offset: int, nrows: int, skip: int, permissive: bool
+                ) -> tuple[list[tuple[int, int, Buffer | None, Buffer | None, Buffer | None]] | None,
+                           list[tuple[int, int, str]] | None, tuple[int, int, str] | None]:
+    """Decode binary values ``[offset, offset + count)`` (rows ``rows[rows_offset:][:nrows]``,
+    or all) -> ``(columns, bad, error)``: per column ``(length, null_count, validity, data,
+    var)``, the permissive ``(row, offset, reason)`` list, or the first error (then the rest
+    are None).  See values/_avro_native.py."""

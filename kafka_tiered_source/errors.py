@@ -229,3 +229,55 @@ class UnsupportedVersionError(ProtocolError):
 class UnsupportedSparkError(KafkaTieredError, RuntimeError):
     """The Spark session cannot run what was asked: a Spark version outside the supported
     range, or the ``kafka-tiered`` format on a Spark without the Python data source API."""
+
+
+class SchemaRegistryError(KafkaTieredError):
+    """A schema registry refused a request or answered what cannot be used.  ``status`` is the
+    HTTP status (None when no answer came), ``error_code`` the registry's own code (40401
+    subject not found, 40402 version not found, 40403 schema not found, ...), ``url`` the
+    registry, redacted."""
+
+    def __init__(self, message: str, *, status: int | None = None, error_code: int | None = None,
+                 url: str | None = None):
+        self.status = status
+        self.error_code = error_code
+        self.url = url
+        super().__init__(f"{message} (schema registry {url})" if url else message)
+
+
+class SchemaNotFoundError(SchemaRegistryError):
+    """The registry has no such schema id, subject or version (HTTP 404)."""
+
+
+class SchemaRegistryUnavailableError(SchemaRegistryError):
+    """The registry could not be reached, or kept answering 408/429/5xx, after every retry
+    (``schema.registry.max.retries``)."""
+
+
+class SchemaError(KafkaTieredError, ValueError):
+    """A reader or writer schema that cannot be used: unparsable, of another format than
+    ``value.format``/``key.format`` says, or a writer schema that cannot be resolved to the
+    reader schema.  ``schema_id`` names the registry's schema when there is one."""
+
+    def __init__(self, message: str, *, schema_id: int | None = None):
+        self.schema_id = schema_id
+        super().__init__(message)
+
+
+class ValueDecodeError(KafkaTieredError):
+    """A record's key or value could not be decoded (``mode=FAILFAST``): bad framing, an
+    unknown schema id, a registry that is down, a malformed payload.  ``side`` is ``key`` or
+    ``value``; ``topic``, ``partition``, ``offset`` and ``schema_id`` say which record."""
+
+    def __init__(self, message: str, *, side: str, topic: str, partition: int, offset: int,
+                 schema_id: int | None = None):
+        self.side = side
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.schema_id = schema_id
+        self.reason = message
+        sid = f", schema id {schema_id}" if schema_id is not None else ""
+        super().__init__(f"cannot decode the {side} of {topic}-{partition} offset {offset}{sid}: {message} "
+                         f"(mode=PERMISSIVE keeps such records, with a null {side} and its bytes in "
+                         f"corrupt{side.capitalize()})")

@@ -25,9 +25,14 @@ _SECRET_KEY = re.compile(
 )
 # A bare "key" component (remote.storage.gcs.key, a plugin's api.key) and user-info style names.
 _SECRET_COMPONENT = re.compile(r"(^|[._-])(key|userinfo|user\.info|auth)([._-]|$)", re.IGNORECASE)
+# The typed-key options (key.format, key.schema, key.subject.name.strategy, ...) name the
+# record key's schema, not a credential.
+_RECORD_KEY_OPTION = re.compile(r"^key\.(format|schema|subject)([._]|$)", re.IGNORECASE)
 
 
 def is_secret_key(name: str) -> bool:
+    if _RECORD_KEY_OPTION.match(name):
+        return False
     return bool(_SECRET_KEY.search(name) or _SECRET_COMPONENT.search(name))
 
 

@@ -1,6 +1,8 @@
-/* kafka_tiered_source._native: the C fast path of the v2 record decoder.
+/* kafka_tiered_source._native: the C fast path of the v2 record decoder, and the Avro value
+ * decoder (avro.c; kafka_tiered_source/values/avro.py).
  * See kafka_tiered_source/records/__init__.py for the interface both backends share. */
 #include "records.h"
+#include "avro.h"
 #include "crc32c.h"
 #include "lz4.h"
 #include "snappy.h"
@@ -171,6 +173,7 @@ PyMODINIT_FUNC PyInit__native(void)
     Py_INCREF(kt_ColumnsType);
     if (PyModule_AddObject(m, "Columns", (PyObject *)kt_ColumnsType) < 0) goto fail;
     if (kt_rlm_register(m) < 0) goto fail;
+    if (kt_avro_register(m) < 0) goto fail;
     return m;
 fail:
     Py_DECREF(m);

@@ -22,6 +22,7 @@ LAYERS = [
     {"storage"},                                        # fetchers, layouts, index files
     {"metrics", "cost", "quota", "telemetry"},          # accounting
     {"planning"},                                       # where each offset lives, read tasks
+    {"values"},                                         # typed keys and values (schemas -> Arrow)
     {"executor"},                                       # one read task
     {"spark", "scanner"},                               # the data source; the read without Spark
     {"testing"},                                        # the embedded broker

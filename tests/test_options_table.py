@@ -103,7 +103,7 @@ def test_every_option_is_declared_once_with_a_doc_and_a_secret_flag_that_agrees_
 
 
 def _config(o: ReadOptions, config: str):
-    return {"ReadOptions": o, "FetcherConfig": o.storage, "QuotaConfig": o.quota}[config]
+    return {"ReadOptions": o, "FetcherConfig": o.storage, "QuotaConfig": o.quota, "ValuesConfig": o.values}[config]
 
 
 def _other_value(opt) -> str:
@@ -151,14 +151,37 @@ def test_a_secret_property_is_a_secret_in_the_config():
     assert "pw-1" not in repr(cfg) and "pw-2" not in repr(cfg)
 
 
+# The typed-values rows that need others beside them to make a valid read, and values of theirs.
+_REGISTRY = {"schema.registry.url": "http://registry:8081"}
+_VALUES_CONTEXT = {
+    "key.format": _REGISTRY, "value.format": _REGISTRY, "schema.registry.url": {"value.format": "json"},
+    "basic.auth.credentials.source": {"value.format": "json", "schema.registry.url": "http://u:p@registry:8081"},
+    "bearer.auth.credentials.source": {"bearer.auth.token": "t"},
+    "bearer.auth.token": {"bearer.auth.credentials.source": "STATIC_TOKEN"},
+    "schema.registry.ssl.key.location": {"schema.registry.ssl.certificate.location": "c.pem"},
+    "key.subject.name.strategy": {"key.schema.record.name": "r"},
+    "value.subject.name.strategy": {"value.schema.record.name": "r"}}
+_VALUES_RAW = {"schema.registry.url": "http://other:8081", "basic.auth.user.info": "user:pw"}
+
+
+def _context(opt) -> dict:
+    if opt.config != "ValuesConfig":
+        return {}
+    side = opt.name.split(".", 1)[0]
+    base = {f"{side}.format": "avro", **_REGISTRY} if side in ("key", "value") else {"value.format": "avro",
+                                                                                      **_REGISTRY}
+    return {**base, **_VALUES_CONTEXT.get(opt.name, {})}
+
+
 @pytest.mark.parametrize("opt", [o for o in OPTIONS if o.field is not None], ids=lambda o: o.name)
 def test_each_option_with_a_field_fills_it_and_nothing_else(opt):
-    raw = _other_value(opt)
-    o = ReadOptions.parse({**BASE, opt.name: raw}, streaming=True)
+    raw = _VALUES_RAW.get(opt.name) or _other_value(opt)
+    context = {k: v for k, v in _context(opt).items() if k != opt.name}
+    o = ReadOptions.parse({**BASE, **context, opt.name: raw}, streaming=True)
     assert getattr(_config(o, opt.config), opt.field) == opt.value(raw) != opt.default
     # every other field keeps its default
     for other in OPTIONS:
-        if other.field is not None and other is not opt:
+        if other.field is not None and other is not opt and other.name not in context:
             assert getattr(_config(o, other.config), other.field) == other.default, (opt.name, other.name)
 
 
@@ -174,7 +197,8 @@ def test_the_typed_fields_are_generated_from_the_table():
     assert hints["min_partitions"] == typing.Optional[int] and hints["include_headers"] is bool
     # and every field of those bases is a row of the table
     names = {o.field for o in OPTIONS if o.field is not None}
-    for base in (fields.ReadOptionsFields, fields.FetcherConfigFields, fields.QuotaConfigFields):
+    for base in (fields.ReadOptionsFields, fields.FetcherConfigFields, fields.QuotaConfigFields,
+                 fields.ValuesConfigFields):
         assert {f.name for f in dataclasses.fields(base)} <= names
     kafka_names = {o.field for o in KAFKA_OPTIONS if o.field is not None}
     assert {f.name for f in dataclasses.fields(fields.ClientConfigFields)} == kafka_names

@@ -82,12 +82,16 @@ def _broker_setup(p: argparse.ArgumentParser):
                         "encryption.key.pairs) to read segments of (repeatable)")
     p.add_argument("--encryption-key-pair-id", metavar="ID",
                    help="encrypt what is tiered with this key pair, as the plugin's encryption.key.pair.id")
+    p.add_argument("--schema-registry-port", type=int, default=None, metavar="PORT",
+                   help="also serve a Schema Registry REST API (Confluent's, the subset its serializers use) on "
+                        "this port (0 = any), its schemas kept in --data-dir")
     p.add_argument("--log-level", default="INFO")
     p.epilog = examples(
         "kafka-tiered broker --data-dir /tmp/kt --remote-storage file:///tmp/kt-remote --topic orders:4",
         "kafka-tiered broker --data-dir /tmp/kt --remote-storage file:///tmp/r --topic t --segment-bytes 65536 \\",
         "    --topic-config local.retention.ms=600000 --remote-log-manager-task-interval-ms 5000",
         "kafka-tiered broker --data-dir /tmp/kt --port 0 --no-kip1248 --metrics-port 0   # as Kafka 4.1",
+        "kafka-tiered broker --data-dir /tmp/kt --topic orders --schema-registry-port 8081   # typed values",
         "AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... kafka-tiered broker --data-dir /tmp/kt \\",
         "    --remote-storage s3://tiered/kt --s3-endpoint-url http://127.0.0.1:5000 --chunk-compression",
         "kafka-tiered broker --data-dir /tmp/kt --remote-storage file:///tmp/r \\",
@@ -115,7 +119,8 @@ def _broker_run(args) -> int:
         kip1248=args.kip1248, remote_log_metadata_partitions=args.remote_log_metadata_partitions,
         encryption_key_pair_id=args.encryption_key_pair_id, encryption_key_pairs=_key_pairs(args),
         segment_ms=args.segment_ms, segment_jitter_ms=args.segment_jitter_ms,
-        remote_log_manager_task_interval_ms=args.remote_log_manager_task_interval_ms)
+        remote_log_manager_task_interval_ms=args.remote_log_manager_task_interval_ms,
+        schema_registry_port=args.schema_registry_port)
     configs = _topic_configs(args)
     for spec in args.topic:
         name, _, parts = spec.partition(":")
@@ -132,6 +137,8 @@ def _broker_run(args) -> int:
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
         if cluster.metrics_url:
             print(f"metrics: {cluster.metrics_url}", flush=True)
+        if cluster.schema_registry is not None:
+            print(f"schema registry: {cluster.schema_registry_url}", flush=True)
         while not done.wait(1.0):
             pass
     finally:

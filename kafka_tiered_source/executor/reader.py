@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, RemoteStorageError,
                       SegmentDecryptionError)
@@ -57,6 +57,7 @@ class TaskReader:
         self._reading = 0                # reads under way
         self._stopped = False            # close() was called while a read was under way
         self._fallback_bytes = 0      # bytes through brokers because direct reads failed
+        self._decoder: Any = None     # typed keys and values (values.decoder.BatchDecoder), made once
 
     def __reduce__(self):
         return (self.__class__, (self.options, None, self.tasks_planned, self.row_filter))
@@ -238,10 +239,24 @@ class TaskReader:
         return self._fallback(r, reached, KafkaTieredError(short), SHORT_READ)
 
     def _kept(self, batches):
-        """The batches with only the rows the pushed-down filters keep."""
-        if self.row_filter is None:
-            return batches
-        return [self.row_filter.apply(b) for b in batches]
+        """The batches with only the rows the pushed-down filters keep (filters on Kafka's
+        columns, before any value is decoded), with their keys and values typed as
+        ``key.format``/``value.format`` say."""
+        if self.row_filter is not None:
+            batches = [self.row_filter.apply(b) for b in batches]
+        if self.options.values.typed:
+            decode = self._values_decoder()
+            batches = [decode(b) for b in batches]
+        return batches
+
+    def _values_decoder(self):
+        if self._decoder is None:
+            from ..values.decoder import BatchDecoder
+            from ..values.readers import resolve_readers, sasl_of
+            # resolved on the driver; a reader made without it (a test, a hand-built task) resolves here
+            options = resolve_readers(self.options)
+            self._decoder = BatchDecoder(options.values, options.include_headers, sasl_of(options))
+        return self._decoder
 
     def _fallback(self, r, offset: int, exc: Exception, reason: str | None = None) -> int:
         policy = self.options.fetch_remote_fallback

@@ -15,7 +15,7 @@ import sys
 from .table import KAFKA_OPTIONS, OPTIONS, Option, Parser
 
 #: The configs with generated fields, in the order the module lists them.
-CONFIGS = ("ReadOptions", "FetcherConfig", "QuotaConfig", "ClientConfig")
+CONFIGS = ("ReadOptions", "FetcherConfig", "QuotaConfig", "ClientConfig", "ValuesConfig")
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fields.py")
 
 _HEADER = '''"""The option-backed fields of the frozen configs, one per row of the option table that has a

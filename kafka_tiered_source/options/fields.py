@@ -14,6 +14,11 @@ Layout = Literal["aiven", "kafka-local-tiered", "template"]
 Fallback = Literal["auto", "never", "always"]
 CostPreset = Literal["aws-s3-standard", "gcs-standard", "azure-hot"]
 EgressClass = Literal["same-region", "inter-az", "inter-region", "internet"]
+Format = Literal["binary", "avro", "protobuf", "json", "string"]
+SubjectStrategy = Literal["TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy"]
+Mode = Literal["FAILFAST", "PERMISSIVE"]
+CredentialsSource = Literal["USER_INFO", "URL", "SASL_INHERIT"]
+BearerSource = Literal["STATIC_TOKEN"]
 EndpointIdentification = Literal["https", "ldap", "ldaps", ""]
 IsolationLevel = Literal["read_uncommitted", "read_committed"]
 
@@ -174,3 +179,66 @@ class ClientConfigFields:
     fetch_max_bytes: int = 52428800
     #: ``max.partition.fetch.bytes``: bytes per partition per Fetch
     max_partition_fetch_bytes: int = 1048576
+
+
+@dataclass(frozen=True)
+class ValuesConfigFields:
+    """The fields of :class:`ValuesConfig` that are one option each."""
+    #: ``value.format``: how the record values are written: `binary` (bytes, as Spark's Kafka source), `avro`, `protobuf` or `json` (Confluent's serializers, schemas from schema.registry.url), `string` (UTF-8)
+    value_format: Format = "binary"
+    #: ``value.subject.name.strategy``: the subject of the value reader schema: `TopicNameStrategy` (`<topic>-value`), `RecordNameStrategy` (`<record>`) or `TopicRecordNameStrategy` (`<topic>-<record>`)
+    value_subject_strategy: SubjectStrategy = "TopicNameStrategy"
+    #: ``value.schema.record.name``: the full name of the value record (Avro record, Protobuf message, JSON Schema title) for the record strategies; for Protobuf also which message of the file
+    value_record_name: str | None = None
+    #: ``value.schema.subject``: the value reader schema's subject, given outright (instead of a strategy)
+    value_subject: str | None = None
+    #: ``value.schema.version``: `latest` (default) or the version of that subject the value reader schema is
+    value_schema_version: int | None = None
+    #: ``value.schema``: the value reader schema itself (Avro JSON; Protobuf: base64 of a FileDescriptorProto, the registry's `format=serialized`; JSON Schema), instead of the registry's
+    value_schema: str | None = None
+    #: ``key.format``: how the record keys are written: `binary` (bytes, as Spark's Kafka source), `avro`, `protobuf` or `json` (Confluent's serializers, schemas from schema.registry.url), `string` (UTF-8)
+    key_format: Format = "binary"
+    #: ``key.subject.name.strategy``: the subject of the key reader schema: `TopicNameStrategy` (`<topic>-key`), `RecordNameStrategy` (`<record>`) or `TopicRecordNameStrategy` (`<topic>-<record>`)
+    key_subject_strategy: SubjectStrategy = "TopicNameStrategy"
+    #: ``key.schema.record.name``: the full name of the key record (Avro record, Protobuf message, JSON Schema title) for the record strategies; for Protobuf also which message of the file
+    key_record_name: str | None = None
+    #: ``key.schema.subject``: the key reader schema's subject, given outright (instead of a strategy)
+    key_subject: str | None = None
+    #: ``key.schema.version``: `latest` (default) or the version of that subject the key reader schema is
+    key_schema_version: int | None = None
+    #: ``key.schema``: the key reader schema itself (Avro JSON; Protobuf: base64 of a FileDescriptorProto, the registry's `format=serialized`; JSON Schema), instead of the registry's
+    key_schema: str | None = None
+    #: ``mode``: a key or value that cannot be decoded (bad framing, unknown schema id, registry down, malformed payload): `FAILFAST` fails the read naming topic, partition, offset and schema id; `PERMISSIVE` gives a null and its bytes in the `corruptValue` (`corruptKey`) column
+    mode: Mode = "FAILFAST"
+    #: ``schema.registry.url``: the schema registry's URL (several: comma-separated, tried in turn)
+    registry_url: str | None = None
+    #: ``basic.auth.credentials.source``: `USER_INFO` (basic.auth.user.info), `URL` (the user info of schema.registry.url) or `SASL_INHERIT` (the Kafka client's SASL user and password)
+    basic_auth_credentials_source: CredentialsSource = "USER_INFO"
+    #: ``basic.auth.user.info``: `user:password` for the registry
+    basic_auth_user_info: Secret | None = None
+    #: ``bearer.auth.credentials.source``: `STATIC_TOKEN`: send bearer.auth.token
+    bearer_auth_credentials_source: BearerSource | None = None
+    #: ``bearer.auth.token``: the registry's bearer token
+    bearer_auth_token: Secret | None = None
+    #: ``bearer.auth.logical.cluster``: Confluent Cloud: the registry's logical cluster (header target-sr-cluster)
+    bearer_auth_logical_cluster: str | None = None
+    #: ``bearer.auth.identity.pool.id``: Confluent Cloud: the identity pool (header Confluent-Identity-Pool-Id)
+    bearer_auth_identity_pool_id: str | None = None
+    #: ``schema.registry.ssl.ca.location``: CA certificates (PEM) the registry's certificate is checked against (default: the system's)
+    ssl_ca_location: str | None = None
+    #: ``schema.registry.ssl.certificate.location``: client certificate (PEM) for mutual TLS
+    ssl_certificate_location: str | None = None
+    #: ``schema.registry.ssl.key.location``: client key (PEM)
+    ssl_key_location: str | None = None
+    #: ``schema.registry.ssl.key.password``: password of the client key
+    ssl_key_password: Secret | None = None
+    #: ``schema.registry.ssl.endpoint.identification.algorithm``: `https` (default) checks the registry's host name, empty does not (as the Kafka client's option)
+    ssl_endpoint_identification_algorithm: str = "https"
+    #: ``schema.registry.max.retries``: retries of a registry request that failed to connect or got 408, 429 or 5xx
+    max_retries: int = 3
+    #: ``schema.registry.retries.wait.ms``: first wait between retries (doubles, full jitter)
+    retries_wait_ms: int = 1000
+    #: ``schema.registry.retries.max.wait.ms``: longest wait between retries
+    retries_max_wait_ms: int = 20000
+    #: ``schema.registry.request.timeout.ms``: connect and read timeout of one registry request
+    request_timeout_ms: int = 30000

@@ -51,6 +51,7 @@ from .quotas import QuotaConfig
 from .storage import FetcherConfig
 from .table import BY_KEY, ISOLATION_LEVELS, OPTIONS, Option, in_group, unknown, unknown_kafka
 from .tls import HOSTNAME_KEYS, hostname_rule
+from .typed_values import ValuesConfig
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,7 @@ class ReadOptions(ReadOptionsFields):
     cost: CostModel = field(default_factory=CostModel)       # cost.*
     quota: QuotaConfig = field(default_factory=QuotaConfig)  # quota.*
     streaming: bool = False                 # parsed for readStream (the rate limits apply)
+    values: ValuesConfig = field(default_factory=ValuesConfig)  # key.format, value.format, the registry
 
     @property
     def offline(self) -> bool:
@@ -348,6 +350,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False,
                           budget_usd=opt("cost.budget.usd")),
         quota=QuotaConfig(**{str(o.field): parsed(o) for o in _QUOTA_FIELDS}),
         streaming=streaming,
+        values=ValuesConfig.from_options(opts),
     )
 
 

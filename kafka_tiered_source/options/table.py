@@ -33,6 +33,7 @@ MIB = 1024 * KIB
 # How each family names its options in messages (see values.py).
 LABELS = {"spark": "Option '{}'", "streaming": "Option '{}'", "source": "Option '{}'",
           "cost": "Option '{}'", "quota": "Option '{}'", "metrics": "Option '{}'", "scan": "Option '{}'",
+          "values": "Option '{}'",
           "storage": "option {}", "s3": "option {}", "gcs": "option {}", "azure": "option {}",
           "fsspec": "option {}", "aiven": "option {}", "fetch": "option {}", "kafka": "{}"}
 
@@ -44,6 +45,7 @@ GROUP_TITLES = {
     "aiven": "Encrypted Aiven segments (`remote.storage.layout=aiven`)", "fetch": "Direct reads",
     "cost": "Costs", "quota": "Quotas", "metrics": "Metrics",
     "scan": "`kafka_tiered_source.scan()` and `kafka-tiered export` (Spark reads ignore them)",
+    "values": "Typed keys and values (a schema registry's serializers; README, \"Typed values\")",
     "kafka": "Kafka client (`kafka.` + the property)",
 }
 
@@ -51,7 +53,7 @@ GROUP_TITLES = {
 # The frozen config each group's rows with a ``field`` belong to (``into=`` on a row overrides).
 CONFIG_OF_GROUP = {"spark": "ReadOptions", "streaming": "ReadOptions", "source": "ReadOptions",
                    "metrics": "ReadOptions", "storage": "FetcherConfig", "fetch": "FetcherConfig",
-                   "quota": "QuotaConfig", "kafka": "ClientConfig"}
+                   "quota": "QuotaConfig", "kafka": "ClientConfig", "values": "ValuesConfig"}
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,32 @@ ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 LAYOUTS = ("aiven", "kafka-local-tiered", "template")
 LOCATORS = ("auto", "kip1248", "metadata-topic", "listing")
 FALLBACKS = ("auto", "never", "always")
+FORMATS = ("binary", "avro", "protobuf", "json", "string")
+MODES = ("FAILFAST", "PERMISSIVE")
+STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+
+
+def _named(label: str, name: str, raw: Any, *, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` in any letter case, as spelt there; a strategy may be given by its Java
+    class name (``io.confluent.kafka.serializers.subject.TopicNameStrategy``)."""
+    text = str(raw).strip()
+    if text.startswith(_STRATEGY_PACKAGE):
+        text = text[len(_STRATEGY_PACKAGE):]
+    for c in choices:
+        if c.lower() == text.lower():
+            return c
+    raise ConfigError(f"{label} must be one of {', '.join(choices)}; got {v.show(name, raw)}", option=name)
+
+
+def named(alias: str, choices: tuple[str, ...]) -> Parser:
+    return Parser(partial(_named, choices=choices), alias, choices, alias)
+
+
+def _version(label: str, name: str, raw: Any) -> int | None:
+    """A subject's version: ``latest`` (None) or a number >= 1."""
+    return None if str(raw).strip().lower() == "latest" else v.integer(label, name, raw, minimum=1,
+                                                                       maximum=v.INT32_MAX)
 
 
 @dataclass(frozen=True)
@@ -130,6 +158,28 @@ class Option:
 
     def value(self, raw: Any) -> Any:
         return self.parse(self.label, self.name, raw)
+
+
+def _typed_side(side: str) -> tuple[Option, ...]:
+    """The rows of ``value.*`` or ``key.*``: how that column is written and its reader schema."""
+    return (
+        O(f"{side}.format", "values", f"how the record {side}s are written: `binary` (bytes, as Spark's Kafka source), "
+          f"`avro`, `protobuf` or `json` (Confluent's serializers, schemas from schema.registry.url), `string` "
+          f"(UTF-8)", choice("Format", FORMATS), "binary", field=f"{side}_format"),
+        O(f"{side}.subject.name.strategy", "values", f"the subject of the {side} reader schema: `TopicNameStrategy` "
+          f"(`<topic>-{side}`), `RecordNameStrategy` (`<record>`) or `TopicRecordNameStrategy` (`<topic>-<record>`)",
+          named("SubjectStrategy", STRATEGIES), "TopicNameStrategy", field=f"{side}_subject_strategy"),
+        O(f"{side}.schema.record.name", "values", f"the full name of the {side} record (Avro record, Protobuf "
+          f"message, JSON Schema title) for the record strategies; for Protobuf also which message of the file",
+          NONEMPTY, field=f"{side}_record_name"),
+        O(f"{side}.schema.subject", "values", f"the {side} reader schema's subject, given outright (instead of "
+          f"a strategy)", NONEMPTY, field=f"{side}_subject"),
+        O(f"{side}.schema.version", "values", f"`latest` (default) or the version of that subject the {side} "
+          f"reader schema is", Parser(_version, "int"), field=f"{side}_schema_version"),
+        O(f"{side}.schema", "values", f"the {side} reader schema itself (Avro JSON; Protobuf: base64 of a "
+          f"FileDescriptorProto, the registry's `format=serialized`; JSON Schema), instead of the registry's",
+          NONEMPTY, field=f"{side}_schema"),
+    )
 
 
 # Adding an option is adding a row below (name, group, doc, parser, default; secret=True for
@@ -287,6 +337,45 @@ OPTIONS: tuple[Option, ...] = (
     # -- scan() only: it runs the tasks itself, where Spark runs them in its executors ----------
     O("scan.workers", "scan", "tasks read at once, on threads (the native decoder releases the GIL); "
       "default: the machine's cores", _int(1, 1024)),
+    # -- typed keys and values: a schema registry's serializers -> Arrow columns ----------------
+    *(row for side in ("value", "key") for row in _typed_side(side)),
+    O("mode", "values", "a key or value that cannot be decoded (bad framing, unknown schema id, registry down, "
+      "malformed payload): `FAILFAST` fails the read naming topic, partition, offset and schema id; `PERMISSIVE` "
+      "gives a null and its bytes in the `corruptValue` (`corruptKey`) column", named("Mode", MODES), "FAILFAST",
+      field="mode"),
+    O("schema.registry.url", "values", "the schema registry's URL (several: comma-separated, tried in turn)",
+      NONEMPTY, field="registry_url"),
+    O("basic.auth.credentials.source", "values", "`USER_INFO` (basic.auth.user.info), `URL` (the user info of "
+      "schema.registry.url) or `SASL_INHERIT` (the Kafka client's SASL user and password)",
+      named("CredentialsSource", ("USER_INFO", "URL", "SASL_INHERIT")), "USER_INFO", secret=True,
+      field="basic_auth_credentials_source"),
+    O("basic.auth.user.info", "values", "`user:password` for the registry", SECRET, secret=True,
+      field="basic_auth_user_info"),
+    O("bearer.auth.credentials.source", "values", "`STATIC_TOKEN`: send bearer.auth.token", named(
+        "BearerSource", ("STATIC_TOKEN",)), secret=True, field="bearer_auth_credentials_source"),
+    O("bearer.auth.token", "values", "the registry's bearer token", SECRET, secret=True, field="bearer_auth_token"),
+    O("bearer.auth.logical.cluster", "values", "Confluent Cloud: the registry's logical cluster "
+      "(header target-sr-cluster)", secret=True, field="bearer_auth_logical_cluster"),
+    O("bearer.auth.identity.pool.id", "values", "Confluent Cloud: the identity pool (header "
+      "Confluent-Identity-Pool-Id)", secret=True, field="bearer_auth_identity_pool_id"),
+    O("schema.registry.ssl.ca.location", "values", "CA certificates (PEM) the registry's certificate is checked "
+      "against (default: the system's)", field="ssl_ca_location"),
+    O("schema.registry.ssl.certificate.location", "values", "client certificate (PEM) for mutual TLS",
+      field="ssl_certificate_location"),
+    O("schema.registry.ssl.key.location", "values", "client key (PEM)", secret=True, field="ssl_key_location"),
+    O("schema.registry.ssl.key.password", "values", "password of the client key", SECRET, secret=True,
+      field="ssl_key_password"),
+    O("schema.registry.ssl.endpoint.identification.algorithm", "values", "`https` (default) checks the "
+      "registry's host name, empty does not (as the Kafka client's option)", TEXT, "https",
+      field="ssl_endpoint_identification_algorithm"),
+    O("schema.registry.max.retries", "values", "retries of a registry request that failed to connect or got "
+      "408, 429 or 5xx", _int(0, 100), 3, field="max_retries"),
+    O("schema.registry.retries.wait.ms", "values", "first wait between retries (doubles, full jitter)", _int(0),
+      1000, field="retries_wait_ms"),
+    O("schema.registry.retries.max.wait.ms", "values", "longest wait between retries", _int(0), 20000,
+      field="retries_max_wait_ms"),
+    O("schema.registry.request.timeout.ms", "values", "connect and read timeout of one registry request",
+      _int(1), 30000, field="request_timeout_ms"),
 )
 
 def K(name: str, doc: str, parse: Parser = TEXT, default: Any = None, *, secret: bool = False,

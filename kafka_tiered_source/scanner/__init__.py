@@ -52,7 +52,8 @@ def open_scan(options: dict | None = None, *, where: Any = None, time_zone: str 
     from ..planning.where import parse_where
 
     config, source = split_options(options, kw)
-    read_options = ReadOptions.parse(source)
+    from ..values.readers import resolve_readers
+    read_options = resolve_readers(ReadOptions.parse(source))
     row_filter = parse_where(where, time_zone=time_zone) or None
     tasks, carried = plan_checked(read_options, row_filter)
     return Scan(read_options, config, tasks, carried, row_filter)
@@ -88,8 +89,8 @@ class Scan:
 
     @property
     def schema(self) -> "pa.Schema":
-        from ..records.schema import kafka_schema
-        return kafka_schema(self.options.include_headers)
+        from ..values.columns import output_schema
+        return output_schema(self.options.values, self.options.include_headers)
 
     def reader(self) -> "pa.RecordBatchReader":
         """The scan's ``pyarrow.RecordBatchReader``; the tasks start when it is first read."""

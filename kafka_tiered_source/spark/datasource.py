@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from ..options import ReadOptions
 from ..options.read import log_ignored, with_default_client_id
 from .metrics import SessionContext, with_metrics_dir
-from .schema import ddl
+from .schema import read_ddl
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,10 @@ class KafkaTieredDataSource(DataSource):
         # The same source serves spark.read and spark.readStream, and Spark does not say which
         # when it creates it: the options are checked as a batch read's (errors surface at
         # load()), and streamReader() parses them again as a stream's.
-        self.read_options = with_metrics_dir(ReadOptions.parse(options, warn_ignored=False),
-                                             ctx.metrics_dir, ctx.session)
+        from ..values.readers import resolve_readers
+        # typed keys and values: their reader schemas are fetched here, once, and travel with the options
+        self.read_options = resolve_readers(with_metrics_dir(ReadOptions.parse(options, warn_ignored=False),
+                                                             ctx.metrics_dir, ctx.session))
         from .pushdown import setting
         setting(options)    # a bad pushFilters fails at load() too
         storage = self.read_options.storage
@@ -62,7 +64,7 @@ class KafkaTieredDataSource(DataSource):
         return "kafka-tiered"
 
     def schema(self) -> str:
-        return ddl(self.read_options.include_headers)
+        return read_ddl(self.read_options)
 
     def reader(self, schema) -> "KafkaTieredReader":
         for name in self.read_options.ignored:
@@ -75,9 +77,11 @@ class KafkaTieredDataSource(DataSource):
 
     def streamReader(self, schema):
         from .stream import KafkaTieredStreamReader
+        from dataclasses import replace
         ctx = self.context
-        return KafkaTieredStreamReader(with_metrics_dir(ReadOptions.parse(self.options, streaming=True),
-                                                        ctx.metrics_dir, ctx.session),
+        # the reader schemas schema() was given
+        options = replace(ReadOptions.parse(self.options, streaming=True), values=self.read_options.values)
+        return KafkaTieredStreamReader(with_metrics_dir(options, ctx.metrics_dir, ctx.session),
                                        ctx.accumulator, ctx.app_id)
 
 

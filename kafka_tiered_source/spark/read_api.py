@@ -28,7 +28,7 @@ from ..options import ReadOptions
 from ..options.read import with_default_client_id
 from .metrics import MetricsSink
 from .planned import plan_checked
-from .schema import ddl
+from .schema import read_ddl
 from .session import app_name, check_read_api
 
 log = logging.getLogger(__name__)
@@ -39,12 +39,13 @@ def read(spark, options: dict | None = None, **kw):
     check_read_api(spark)
     opts: dict = {str(k): _option_value(v) for k, v in dict(options or {}).items()}
     opts.update({str(k): _option_value(v) for k, v in kw.items()})
-    read_options = ReadOptions.parse(with_default_client_id(opts, app_name(spark)))
+    from ..values.readers import resolve_readers
+    read_options = resolve_readers(ReadOptions.parse(with_default_client_id(opts, app_name(spark))))
     tasks, carried = plan_checked(read_options)
     sink = MetricsSink.of(spark)
     run = task_function(read_options, [pickle.dumps(t, protocol=pickle.HIGHEST_PROTOCOL) for t in tasks],
                         uuid.uuid4().hex, sink, carried)
-    return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, ddl(read_options.include_headers))
+    return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, read_ddl(read_options))
 
 
 def task_function(options: ReadOptions, task_blobs: list, plan_id: str, sink: MetricsSink, carried=None):

@@ -24,10 +24,12 @@ from ..ids import random_uuid, uuid_to_str
 from .coordinator import Coordinator
 from .partition import RLMM_TOPIC
 from .rlm_tasks import RemoteLogManagerTasks
+from .schema_registry import SchemaRegistry
 from .server import BrokerServer, SaslConfig, ServerConfig, SslConfig, TelemetryPush
 from .storage import BrokerStorage
 
 CLUSTER_ID_FILE = "cluster-id"
+SCHEMA_REGISTRY_FILE = "schema-registry.json"
 
 
 class EmbeddedCluster:
@@ -53,6 +55,8 @@ class EmbeddedCluster:
     offset + 1, so copies overlap as on real clusters), ``bump_leader_epoch`` is a leadership
     change to the same replica, ``upload_segment_copy`` another replica's (off-lineage) upload,
     and ``expire`` remote retention (topics created with ``retention_ms`` / ``retention_bytes``).
+    ``schema_registry_port`` (0 = any) starts a Schema Registry REST server beside the broker
+    (:class:`~.schema_registry.SchemaRegistry`, at ``schema_registry_url``) for typed values.
     ``encryption_key_pair_id`` and ``encryption_key_pairs`` (``{id: private key PEM file}``) are
     the Aiven plugin's ``encryption.key.pair.id`` / ``encryption.key.pairs``: with them the aiven
     layout encrypts what it tiers with the active pair (chunk compression on or off) and reads
@@ -84,7 +88,8 @@ class EmbeddedCluster:
                  consumer_byte_rate: int | None = None, kip1248: bool = True,
                  remote_log_metadata_partitions: int = 50, encryption_key_pair_id: str | None = None,
                  encryption_key_pairs=None, kip1266: bool = False, segment_ms: int | None = None,
-                 segment_jitter_ms: int = 0, remote_log_manager_task_interval_ms: int | None = None):
+                 segment_jitter_ms: int = 0, remote_log_manager_task_interval_ms: int | None = None,
+                 schema_registry_port: int | None = None):
         self.data_dir = os.path.abspath(data_dir)
         self.storage = BrokerStorage(
             self.data_dir, remote_storage=remote_storage, layout=layout, segment_bytes=segment_bytes,
@@ -108,6 +113,12 @@ class EmbeddedCluster:
             telemetry_metrics=tuple(telemetry_metrics), telemetry_push_interval_ms=telemetry_push_interval_ms,
             consumer_byte_rate=consumer_byte_rate, kip1248=kip1248)
         self._server: BrokerServer | None = None
+        # a Schema Registry REST server beside the broker (testing/schema_registry.py), its schemas
+        # kept in data_dir as the broker's logs are
+        self.schema_registry: SchemaRegistry | None = None
+        if schema_registry_port is not None:
+            self.schema_registry = SchemaRegistry(host, schema_registry_port,
+                                                  path=os.path.join(self.data_dir, SCHEMA_REGISTRY_FILE))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -167,6 +178,8 @@ class EmbeddedCluster:
         interval = self.remote_log_manager_task_interval_ms
         if interval is not None and self.storage.store is not None:
             self.remote_log_manager = RemoteLogManagerTasks(self.storage, interval, self._metadata_written).start()
+        if self.schema_registry is not None:
+            self.schema_registry.start()
         return self
 
     def _metadata_written(self) -> None:
@@ -179,6 +192,8 @@ class EmbeddedCluster:
         if self.remote_log_manager is not None:     # first: no copy is cut off by the listener's end
             self.remote_log_manager.stop()
             self.remote_log_manager = None
+        if self.schema_registry is not None:
+            self.schema_registry.stop()
         if self._thread is None:
             return
         loop = self._loop
@@ -214,6 +229,13 @@ class EmbeddedCluster:
     @property
     def bootstrap_servers(self) -> str:
         return f"{self.config.host}:{self.port}"
+
+    @property
+    def schema_registry_url(self) -> str:
+        """The URL of the Schema Registry started beside the broker (``schema_registry_port``)."""
+        if self.schema_registry is None:
+            raise KafkaTieredError("this EmbeddedCluster has no schema registry (give schema_registry_port=0)")
+        return self.schema_registry.url
 
     @property
     def metrics_port(self) -> int | None:

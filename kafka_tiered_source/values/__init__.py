@@ -1,0 +1,1 @@
+"""Typed values: keys and values written with a schema registry's serializers, decoded into Arrow."""
