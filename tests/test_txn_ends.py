@@ -183,15 +183,18 @@ def test_what_finding_markers_past_the_end_costs_is_in_the_estimate_and_the_job_
     from kafka_tiered_source.spark.jobs import describe
     c, _ = layouts[False]
     # ends inside B (open from 4, marker 21 in the fourth copy, whose entry's LSO, 19, proves
-    # the search complete): the index of that copy, and its manifest (aiven layout)
+    # the search complete): that copy's manifest and the 34-byte index (aiven layout)
+    manifest = [os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(c.remote_dir) for f in fs
+                if f.startswith("00000000000000000019-") and f.endswith(".rsm-manifest")]
+    assert len(manifest) == 1
     o = ReadOptions.parse(options(c, locator="metadata-topic", end=16))
     plan = planning.plan(o)
     cost = plan.marker_costs[(TOPIC, 0)]
-    assert (cost.index_gets, cost.broker_fetches) == (2, 0) and cost.index_bytes == 34
+    assert (cost.index_gets, cost.index_bytes, cost.broker_fetches) == (2, manifest[0] + 34, 0)
     est = estimate_plan(plan, o)
     assert est.markers == cost and est.as_dict()["markers"]["index_gets"] == 2
     assert est.by_partition[f"{TOPIC}-0"]["markers"] == cost.as_dict()
-    assert "markers past the ends: 2 GETs (34 bytes) of later transaction indexes" in str(est)
+    assert f"markers past the ends: 2 GETs ({manifest[0] + 34:,} bytes) of later transaction indexes" in str(est)
     assert describe(plan).endswith("(markers past the end: 2 GETs)")
     # to the LSO: nothing tiered past it, so one broker fetch at LSO - 1
     plan = planning.plan(ReadOptions.parse(options(c, locator="metadata-topic")))

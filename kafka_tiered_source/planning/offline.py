@@ -198,8 +198,9 @@ class OfflinePlanner:
 
 def plan_offline(options, row_filter=None) -> Plan:
     """Plan a read from remote storage alone (``options.offline``)."""
+    from ..storage.observer import CountingObserver
     from ..storage.registry import create_fetcher
-    fetcher = create_fetcher(options.storage)
+    fetcher = create_fetcher(options.storage, observer=CountingObserver())
     if options.storage.layout == "aiven" and not fetcher.layout.reads_manifests:
         fetcher.close()
         raise ConfigError(f"fetcher {type(fetcher).__name__} cannot read Aiven manifests, which "

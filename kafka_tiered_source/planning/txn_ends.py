@@ -108,23 +108,32 @@ class TxnIndexes:
         self._entries: dict[str, list[AbortedTxn]] = {}
 
     def entries(self, seg: RemoteSegment, cost: MarkerCost | None = None) -> list[AbortedTxn]:
-        """The copy's entries (a storage error raises); a read made now is added to ``cost``."""
+        """The copy's entries (a storage error raises); a read made now is added to ``cost``:
+        the GETs and bytes the fetcher's observer saw (the planner's fetchers count), else one
+        GET (and one for an Aiven manifest not read yet) and the index's bytes."""
         got = self._entries.get(seg.segment_id)
         if got is not None:
             return got
+        seen = getattr(self.fetcher, "observer", None)
+        counts = isinstance(getattr(seen, "requests", None), int) and isinstance(getattr(seen, "bytes", None), int)
+        before = (seen.requests, seen.bytes) if counts else (0, 0)
         gets = 1
         layout = getattr(self.fetcher, "layout", None)
         if layout is not None and getattr(layout, "reads_manifests", False) and layout.cached_manifest(seg) is None:
             gets += 1
+        data = None
         try:
             data = self.fetcher.fetch_index(seg, "transaction")
         finally:
             if cost is not None:
-                cost.index_gets += gets
+                if counts and seen.requests > before[0]:
+                    cost.index_gets += seen.requests - before[0]
+                    cost.index_bytes += seen.bytes - before[1]
+                else:
+                    cost.index_gets += gets
+                    cost.index_bytes += len(data or b"")
         got = (parse_txn_index(data, location=f"{seg.topic}-{seg.partition} segment {seg.segment_id}")
                if data else [])
-        if cost is not None:
-            cost.index_bytes += len(data or b"")
         self._entries[seg.segment_id] = got
         return got
 
