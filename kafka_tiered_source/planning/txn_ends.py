@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from ..errors import BrokerError, RemoteStorageError, UnresolvedTransactionError
 from ..records.header import iter_headers
@@ -114,7 +114,7 @@ class TxnIndexes:
         got = self._entries.get(seg.segment_id)
         if got is not None:
             return got
-        seen = getattr(self.fetcher, "observer", None)
+        seen: Any = getattr(self.fetcher, "observer", None)
         counts = isinstance(getattr(seen, "requests", None), int) and isinstance(getattr(seen, "bytes", None), int)
         before = (seen.requests, seen.bytes) if counts else (0, 0)
         gets = 1
@@ -138,16 +138,20 @@ class TxnIndexes:
         return got
 
 
-def broker_aborted(client, pr, offset: int, isolation_level: int, cost: MarkerCost | None = None
-                   ) -> list[AbortedTransaction]:
+def broker_aborted(client, pr, offset: int, isolation_level: int, cost: MarkerCost | None = None,
+                   *, answered: list | None = None) -> list[AbortedTransaction]:
     """One read_committed Fetch of one byte at ``offset`` (below the LSO): its aborted list.
-    A KIP-1248 broker is asked for a location, so it reads no tiered record for it."""
+    A KIP-1248 broker is asked for a location, so it reads no tiered record for it.
+    ``answered`` gets whether the answer covers the offset (a batch or a location): an empty
+    answer (a remote read that found no batch, as Kafka's may) lists nothing at all."""
     res = client.fetch(pr.topic, pr.partition, offset, max_bytes=1, partition_max_bytes=1, max_wait_ms=0,
                        min_bytes=0, isolation_level=isolation_level,
                        request_remote_location=client.advertises_kip1248(pr.topic, pr.partition))
     if cost is not None:
         cost.broker_fetches += 1
         cost.broker_bytes += len(res.records or b"")
+    if answered is not None:
+        answered.append(bool(res.records) or res.has_remote_location)
     return [AbortedTransaction(a.producer_id, a.first_offset) for a in (res.partition.aborted_transactions or ())]
 
 
@@ -216,7 +220,9 @@ class PastEnd:
                                 "for the aborted transactions from offset %d", pr.topic, pr.partition,
                                 seg.segment_id, exc, s)
                     return found + self._ask(s)
-                return found + self._without(exc, seg)
+                return found + self._without(
+                    f"the transaction index of tiered copy {seg.segment_id} (offsets [{seg.base_offset}, "
+                    f"{seg.end_offset}]) cannot be read ({exc})")
             unproductive += 1
             for x in sorted(entries, key=lambda x: x.last_offset):
                 if not s <= x.last_offset < e:   # a marker this copy does not serve
@@ -235,16 +241,19 @@ class PastEnd:
         return found + self._ask(max(end, min(last, pr.latest)) - 1)
 
     def _ask(self, offset: int) -> list[AbortedTransaction]:
-        got = broker_aborted(self.client, self.pr, offset, self.iso, self.cost)
+        answered: list = []
+        got = broker_aborted(self.client, self.pr, offset, self.iso, self.cost, answered=answered)
+        if not answered[0]:
+            return self._without(f"the broker's read_committed answer at offset {offset} held no batch, so "
+                                 f"its aborted transactions say nothing", asked=True)
         return [a for a in got if a.first_offset < self.pr.end]
 
-    def _without(self, exc: Exception, seg: RemoteSegment) -> list[AbortedTransaction]:
-        """No index and no broker: the producers open at the end, from the batch headers of the
+    def _without(self, why: str, *, asked: bool = False) -> list[AbortedTransaction]:
+        """Nothing left to ask: the producers open at the end, from the batch headers of the
         range.  None open: nothing is missing.  Otherwise fail, naming them."""
         pr = self.pr
-        why = (f"the transaction index of tiered copy {seg.segment_id} (offsets [{seg.base_offset}, "
-               f"{seg.end_offset}]) cannot be read ({exc})")
-        no_broker = ("no broker may be asked instead (fetch.remote.fallback=never)" if self.client is not None
+        no_broker = ("nothing else can say where their markers are" if asked
+                     else "no broker may be asked instead (fetch.remote.fallback=never)" if self.client is not None
                      else "no broker can be asked instead (an offline read)")
         start = max(pr.start, max((x.last_stable_offset for x in self.known()), default=pr.start))
         try:
