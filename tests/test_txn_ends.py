@@ -149,16 +149,18 @@ def test_scan_and_export_end_inside_transactions(layouts, tmp_path):
 
 
 def test_micro_batches_of_one_to_five_offsets_give_the_committed_rows(layouts):
-    """A stream's micro-batches end anywhere: maxOffsetsPerTrigger 1-5, the last with
-    Trigger.AvailableNow (the Spark-free stream planner, each micro-batch planned and read as
+    """A stream's micro-batches end anywhere: maxOffsetsPerTrigger 1-5 (4 with a maxTriggerDelay,
+    5 with Trigger.AvailableNow) (the Spark-free stream planner, each micro-batch planned and read as
     the Spark source does) on the KIP-1248 broker; today's Kafka follows live producers in
     tests/test_txn_spark.py."""
     from kafka_tiered_source.planning.stream import StreamPlanner, range_options
     from kafka_tiered_source.protocol.client import BrokerClient
     c, t = layouts[True]
     for limit in range(1, 6):
-        o = ReadOptions.parse({**options(c), "startingOffsets": "earliest",
-                               "maxOffsetsPerTrigger": str(limit)}, streaming=True)
+        # limit 4: the last micro-batch is below minOffsetsPerTrigger, its maxTriggerDelay over
+        delayed = {"minOffsetsPerTrigger": "4", "maxTriggerDelay": "0s"} if limit == 4 else {}
+        o = ReadOptions.parse({**options(c), "startingOffsets": "earliest", "maxOffsetsPerTrigger": str(limit),
+                               **delayed}, streaming=True)
         got: list = []
         with BrokerClient.for_read(o) as client:
             sp = StreamPlanner(o, client)
