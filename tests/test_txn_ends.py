@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from txn_topics import LAYOUT_LSO, OFFLINE_END, build_layout, ts_of
+from txn_topics import LAYOUT_LSO, MOVED_LSO, OFFLINE_END, build_layout, build_moved, ts_of
 
 import kafka_tiered_source as kts
 from kafka_tiered_source import planning
@@ -93,6 +93,20 @@ def test_every_ending_offset_with_every_locator_gives_the_committed_rows(layouts
             assert got == t.expected(0, end), f"{loc}, endingOffsets {end}"
         # "latest" is the LSO: H is open from 28, and G's marker (30) lies past it
         assert rows(options(c, locator=loc)) == t.expected(0, LAYOUT_LSO), f"{loc}, latest"
+
+
+@pytest.mark.decoder
+@pytest.mark.parametrize("kip", [True, False], ids=["kip1248-broker", "todays-kafka"])
+def test_every_ending_offset_across_a_leader_move_with_overlapping_copies(layouts, kip):
+    """The markers past the end are taken from the copy that serves them on the lineage: R's
+    (16) is in the old leader's copy [9, 16] and the new one's [14, 25], which serves it."""
+    c, _ = layouts[kip]
+    t = build_moved(c, "moved")
+    for loc in (["kip1248"] if kip else ["metadata-topic", "listing"]):
+        for end in range(MOVED_LSO + 1):
+            got = rows({**options(c, locator=loc, end=end), "subscribe": "moved",
+                        "endingOffsets": json.dumps({"moved": {"0": end}})})
+            assert got == t.expected(0, end), f"{loc}, endingOffsets {end}"
 
 
 @pytest.mark.decoder

@@ -152,3 +152,55 @@ def wait_for(cond, timeout_s: float = 30, what: str = "condition") -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not reached in {timeout_s} s")
         time.sleep(0.02)
+
+
+MOVED_LSO = 33
+
+
+def build_moved(c, topic: str = "moved") -> TxnTopic:
+    """Transactions across a leader move to a replica that rolls elsewhere (offsets in brackets)::
+
+        leader   [0, 8] [9, 16] | after the move (epoch 1 from 20), the new leader's copies
+        replica 1 rolls at 6 and 14, so its first copy is [14, 25] (its segment holding 17)
+        0-2 plain | P 3-5 | Q 6-7 | P ABORT 8 | R 9-10 | Q COMMIT 11 | plain 12-13 | S 14-15
+        R ABORT 16 | S COMMIT 17 | plain 18-19 | T 20-21 | U 22-23 | T ABORT 24 | plain 25
+        U COMMIT 26 | V 27-28 | V ABORT 29 | plain 30 | W 31-32 | X 33-34 (open) | W ABORT 35 | plain 36
+
+    R's marker (16) lies in the old copy [9, 16] and in the new one [14, 25], which serves it."""
+    c.create_topic(topic, 1)
+    r1 = c.add_replica(topic, 0)
+    t = TxnTopic(c, topic)
+    t.plain(3)
+    t.txn("P", 3, pid=11, outcome="abort")
+    c.roll(topic, 0, r1)
+    t.txn("Q", 2, pid=12, outcome="commit")
+    t.end("P")
+    t.roll()
+    t.txn("R", 2, pid=13, outcome="abort")
+    t.end("Q")
+    t.plain(2)
+    c.roll(topic, 0, r1)
+    t.txn("S", 2, pid=14, outcome="commit")
+    t.end("R")
+    t.roll()
+    t.end("S")
+    t.plain(2)
+    assert [(m.base_offset, m.end_offset) for m in c.tier(topic)] == [(0, 8), (9, 16)]
+    assert c.move_leader(topic, 0, r1) == 1
+    t.txn("T", 2, pid=15, outcome="abort")
+    t.txn("U", 2, pid=16, outcome="commit")
+    t.end("T")
+    t.plain(1)
+    t.roll()
+    t.end("U")
+    t.txn("V", 2, pid=17, outcome="abort")
+    t.roll()
+    t.end("V")
+    t.plain(1)
+    assert [(m.base_offset, m.end_offset) for m in c.tier(topic)] == [(14, 25), (26, 28)]
+    t.txn("W", 2, pid=18, outcome="abort")
+    t.txn("X", 2, pid=19, outcome="commit")      # never ended
+    t.end("W")
+    t.plain(1)
+    assert c.offsets(topic, 0).last_stable_offset == MOVED_LSO
+    return t
