@@ -193,7 +193,7 @@ def test_micro_batches_of_one_to_five_offsets_give_the_committed_rows(layouts):
         assert got == t.expected(0, LAYOUT_LSO), f"maxOffsetsPerTrigger {limit}"
 
 
-def test_what_finding_markers_past_the_end_costs_is_in_the_estimate_and_the_job_description(layouts):
+def test_what_finding_markers_past_the_end_costs_is_in_the_estimate_and_the_job_description(layouts, capsys):
     from kafka_tiered_source.planning.estimate import estimate_plan
     from kafka_tiered_source.planning.txn_ends import MarkerCost
     from kafka_tiered_source.spark.jobs import describe
@@ -212,6 +212,12 @@ def test_what_finding_markers_past_the_end_costs_is_in_the_estimate_and_the_job_
     assert est.by_partition[f"{TOPIC}-0"]["markers"] == cost.as_dict()
     assert f"markers past the ends: 2 GETs ({manifest[0] + 34:,} bytes) of later transaction indexes" in str(est)
     assert describe(plan).endswith("(markers past the end: 2 GETs)")
+    from kafka_tiered_source.cli import main
+    assert main(["estimate", "--bootstrap-servers", c.bootstrap_servers, "--topic", TOPIC, "--isolation-level",
+                 "read_committed", "--remote-storage-uri", f"file://{c.remote_dir}", "-o",
+                 "endingOffsets=" + json.dumps({TOPIC: {"0": 16}}), "-o", "remote.segment.locator=metadata-topic"]) == 0
+    assert (f"read_committed: finding the markers of transactions open at the ends took 2 GETs "
+            f"({manifest[0] + 34:,} bytes) of later transaction indexes and 0 broker fetches") in capsys.readouterr().out
     # to the LSO: nothing tiered past it, so one broker fetch at LSO - 1
     plan = planning.plan(ReadOptions.parse(options(c, locator="metadata-topic")))
     cost = plan.marker_costs[(TOPIC, 0)]
