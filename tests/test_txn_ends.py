@@ -389,3 +389,35 @@ def test_confluent_transactional_producers_every_ending_offset(tmp_path):
                 got = rows(options(c, locator=loc, end=end, maxRecordsPerPartition=str(1 + end % 3)))
                 assert got == w.expected(end), f"{loc}, endingOffsets {end}"
             assert rows(options(c, locator=loc)) == w.expected(lso), f"{loc}, latest"
+
+
+def test_the_search_stops_on_an_entrys_last_stable_offset_not_on_its_marker():
+    """Kafka's collectAbortedTxns ends on lastStableOffset >= the bound.  A stop on the marker
+    (lastOffset) would miss A here: B's marker (15) lies past the end (10), but A, open at 10,
+    aborts later (20); B's entry says so (its LSO, 5, is A's first offset)."""
+    from kafka_tiered_source.planning.plan import PartitionRange
+    from kafka_tiered_source.planning.tasks import AbortedTransaction
+    from kafka_tiered_source.planning.txn_ends import PastEnd
+    from kafka_tiered_source.storage.indexes import AbortedTxn
+    from kafka_tiered_source.storage.segment import RemoteSegment
+
+    def seg(n, base, end):
+        return RemoteSegment("t", "AAAAAAAAAAAAAAAAAAAAAA", 0, f"copy{n}", base, end, 100)
+
+    class Indexes:
+        def __init__(self, entries):
+            self.entries_of, self.read = entries, []
+
+        def entries(self, s, cost=None):
+            self.read.append(s.segment_id)
+            return self.entries_of[s.segment_id]
+
+    copies = [seg(1, 10, 17), seg(2, 18, 29), seg(3, 30, 39)]
+    after = [(10, 18, copies[0]), (18, 30, copies[1]), (30, 40, copies[2])]
+    pr = PartitionRange("t", 0, "AAAAAAAAAAAAAAAAAAAAAA", 0, 10, 0, 40)
+    idx = Indexes({"copy1": [AbortedTxn(2, 12, 15, 5)], "copy2": [AbortedTxn(1, 5, 20, 21)], "copy3": []})
+    assert PastEnd(pr, after, idx).aborted == (AbortedTransaction(1, 5),)
+    assert idx.read == ["copy1", "copy2"]               # proven at A's entry: copy3 never read
+    # an entry whose LSO reaches the end proves it at once
+    idx = Indexes({"copy1": [AbortedTxn(2, 12, 15, 16)], "copy2": [AbortedTxn(1, 5, 20, 21)], "copy3": []})
+    assert PastEnd(pr, after, idx).aborted == () and idx.read == ["copy1"]
