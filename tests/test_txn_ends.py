@@ -421,3 +421,32 @@ def test_the_search_stops_on_an_entrys_last_stable_offset_not_on_its_marker():
     # an entry whose LSO reaches the end proves it at once
     idx = Indexes({"copy1": [AbortedTxn(2, 12, 15, 16)], "copy2": [AbortedTxn(1, 5, 20, 21)], "copy3": []})
     assert PastEnd(pr, after, idx).aborted == () and idx.read == ["copy1"]
+
+
+def test_a_long_open_transaction_bounds_the_walk_and_the_broker_answers_the_rest(layouts):
+    """L stays open across twelve copies while K aborts in each: no entry's LSO reaches an end
+    inside L, so the walk reads WALK_GETS copies' indexes and then asks the broker once."""
+    from txn_topics import TxnTopic
+    from kafka_tiered_source.planning.txn_ends import WALK_GETS
+    c, _ = layouts[False]
+    c.create_topic("long", 1)
+    t = TxnTopic(c, "long")
+    t.txn("L", 2, pid=30, outcome="commit")
+    for i in range(12):
+        t.txn(f"K{i}", 2, pid=31, outcome="abort")
+        t.end(f"K{i}")
+        t.plain(1)
+        t.roll()
+    t.end("L")
+    t.plain(1)
+    t.roll()
+    assert len(c.tier("long")) == 13
+    t.plain(2)
+    for end in (3, 7, 30):
+        o = ReadOptions.parse({**options(c, locator="metadata-topic", end=end), "subscribe": "long",
+                               "endingOffsets": json.dumps({"long": {"0": end}})})
+        assert rows_of_options(o) == t.expected(0, end), end
+    plan = planning.plan(ReadOptions.parse({**options(c, locator="metadata-topic"), "subscribe": "long",
+                                            "endingOffsets": json.dumps({"long": {"0": 3}})}))
+    cost = plan.marker_costs[("long", 0)]
+    assert (cost.index_gets, cost.broker_fetches) == (2 * WALK_GETS, 1)     # a manifest and an index each

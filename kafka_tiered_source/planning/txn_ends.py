@@ -29,8 +29,9 @@ Sources, cheapest first, stopping at the first that completes the search:
    (Kafka's ``collectAbortedTxns`` over the remote copies, then every local segment, markers past
    the LSO included; an answer at or past the LSO is empty, so the offset asked is below it).
    It is asked where no copy serves (the local tail), at ``LSO - 1`` once every copy past ``E``
-   was walked without proof, or after :data:`WALK_GETS` index reads that proved nothing (a topic
-   that never aborts has no entry to prove it);
+   was walked without proof, or after :data:`WALK_GETS` copies' indexes proved nothing (a topic
+   that never aborts has no entry to prove it; with ``fetch.remote.fallback=never`` the walk goes
+   on rather than have the broker read a tiered batch);
 4. offline (no broker), the walk goes to the end of the tiered range, which is complete there:
    the offline end of a read_committed range stops before any transaction without a marker in
    the tiered range (:meth:`.listing.StoreListing.open_transactions`, the offline counterpart of
@@ -59,8 +60,8 @@ from .tasks import AbortedTransaction
 
 log = logging.getLogger(__name__)
 
-# Index reads past the end that prove nothing before the broker is asked instead (a topic that
-# never aborts has no entry that could prove anything: its copies would all be read).
+# Later copies whose indexes were read, proving nothing, before the broker is asked instead (a
+# topic that never aborts has no entry that could prove anything: its copies would all be read).
 WALK_GETS = 8
 
 # (start, end exclusive, the copy serving it or None for the broker)
@@ -210,8 +211,9 @@ class PastEnd:
                 return found + self._ask(s)
             if self.empty(seg):
                 continue
-            if self.client is not None and unproductive >= WALK_GETS:
-                return found + self._ask(s)
+            if self.client is not None and self.ask_on_storage_fault and unproductive >= WALK_GETS:
+                return found + self._ask(s)      # (with fallback=never the walk goes on instead)
+            spent = self.cost.index_gets
             try:
                 entries = self.indexes.entries(seg, self.cost)
             except RemoteStorageError as exc:
@@ -223,7 +225,7 @@ class PastEnd:
                 return found + self._without(
                     f"the transaction index of tiered copy {seg.segment_id} (offsets [{seg.base_offset}, "
                     f"{seg.end_offset}]) cannot be read ({exc})")
-            unproductive += 1
+            unproductive += self.cost.index_gets > spent      # read now, not with the range
             for x in sorted(entries, key=lambda x: x.last_offset):
                 if not s <= x.last_offset < e:   # a marker this copy does not serve
                     continue
