@@ -183,6 +183,22 @@ class OfflinePlanningError(KafkaTieredError):
     segment, overlapping segments, two topic ids for one topic name)."""
 
 
+class UnresolvedTransactionError(KafkaTieredError):
+    """read_committed cannot tell whether a transaction with records in the read aborted: its
+    marker lies past the read's end where nothing reachable says (a copy's transaction index
+    cannot be read and no broker may be asked).  Names ``topic``, ``partition``, ``offset`` (the
+    read's end) and the ``producer_ids`` open there (empty when they could not be read either);
+    an outcome is never guessed."""
+
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int,
+                 producer_ids: tuple[int, ...] = ()):
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.producer_ids = producer_ids
+        super().__init__(message)
+
+
 class BudgetExceededError(KafkaTieredError):
     """The estimate of a read exceeds ``cost.budget.usd``: the read was refused before reading."""
 

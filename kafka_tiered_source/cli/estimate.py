@@ -269,6 +269,11 @@ def print_report(r: dict, out) -> None:
     print(f"total: {r['gets']:,} GETs ({r['log_gets']:,} ranged + {r['manifest_gets']:,} manifests), "
           f"{r['bytes']:,} bytes from storage, ${r['dollars']:.6f}; {r['spark_partitions']} Spark "
           f"partition{plural}; ~{r['broker_bytes']:,} bytes via brokers", file=out)
+    m = r.get("markers") or {}
+    if m.get("index_gets") or m.get("broker_fetches"):
+        print(f"read_committed: finding the markers of transactions open at the ends took {m['index_gets']:,} "
+              f"GETs ({m['index_bytes']:,} bytes) of later transaction indexes and {m['broker_fetches']:,} broker "
+              f"fetches ({m['broker_bytes']:,} bytes)", file=out)
     print(f"prices: {r['price_model']}", file=out)
     print(f"storage: {storage_line(r['storage_check'])}", file=out)
 

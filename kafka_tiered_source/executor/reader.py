@@ -166,7 +166,7 @@ class TaskReader:
                 else:
                     self.metrics.count(ranges_broker=1)
                     yield from self._read_broker(r.topic, r.partition, r.offset_start, r.offset_end,
-                                                 fallback=isinstance(r, RemoteRange))
+                                                 fallback=isinstance(r, RemoteRange), feeds=filters.get(key))
         finally:
             self._reading -= 1
             if prefetch is not None:
@@ -286,7 +286,11 @@ class TaskReader:
                 f"{limit:,}; fix the storage access, raise the limit, or set fetch.remote.fallback=always "
                 f"to read through the brokers on purpose")
 
-    def _read_broker(self, topic: str, partition: int, start: int, end: int, *, fallback: bool):
+    def _read_broker(self, topic: str, partition: int, start: int, end: int, *, fallback: bool, feeds=None):
+        """Generator: the records of ``[start, end)`` fetched through the brokers.  ``feeds``:
+        the task's read_committed filter of the partition, shown these batches too, so a tiered
+        range after them starts from the right state (an ABORT marker read here ends its
+        transaction there as well)."""
         from ..records import ReadCommittedFilter, decode_batches
         committed = self.options.read_committed
         offset = start
@@ -308,7 +312,7 @@ class TaskReader:
                 # each answer's aborted list is valid from its fetch offset, as in Kafka's consumer
                 flt = ReadCommittedFilter([(a.producer_id, a.first_offset)
                                            for a in (part.aborted_transactions or ())],
-                                          part.last_stable_offset)
+                                          part.last_stable_offset, feeds=feeds)
             res = decode_batches(records if records is not None else b"", topic=topic,
                                  partition=partition, start_offset=offset, end_offset=end,
                                  filter=flt, include_headers=self.options.include_headers)

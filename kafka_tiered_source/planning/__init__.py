@@ -36,6 +36,7 @@ def plan(options, row_filter=None, *, refresh: bool = False) -> Plan:
         from .offline import plan_offline
         return plan_offline(options, row_filter)
     from ..protocol.client import BrokerClient
+    from ..storage.observer import CountingObserver
     from ..storage.registry import create_fetcher
     from .online import Planner
     storage = options.storage
@@ -43,7 +44,9 @@ def plan(options, row_filter=None, *, refresh: bool = False) -> Plan:
         log.warning("no remote.storage.fetcher is set: tiered segments are read directly only where "
                     "the broker hands out presigned URLs; the rest is fetched through the brokers")
     with BrokerClient.for_read(options) as client:
-        fetcher = create_fetcher(storage) if options.fetch_remote_enabled and storage.configured else None
+        # the observer counts planning's own GETs (what read_committed spends past the ends)
+        fetcher = (create_fetcher(storage, observer=CountingObserver())
+                   if options.fetch_remote_enabled and storage.configured else None)
         try:
             return Planner(options, client, fetcher, row_filter, refresh=refresh).plan()
         finally:

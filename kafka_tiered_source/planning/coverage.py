@@ -86,16 +86,31 @@ def serving(start: int, end: int, state: PartitionState, lineage: Lineage | None
     return _filled(start, end, out)
 
 
-def serving_all(client, prs: Sequence, states: dict) -> dict:
+def serving_all(client, prs: Sequence, states: dict, *, past_end: bool = False) -> dict:
     """:func:`serving` for each partition range of ``prs`` (``states`` by (topic, partition)),
     with the lineages of every partition that has readable copies asked at once
-    (:func:`~.lineage.ask_lineages`): ``{(topic, partition): [Served, ...]}``."""
+    (:func:`~.lineage.ask_lineages`): ``{(topic, partition): [Served, ...]}``.  ``past_end``
+    (read_committed): the spans go on from the range's end to its ``latest`` (the LSO), where
+    the markers of transactions open at the end lie (:func:`split_at` parts them)."""
     from .lineage import ask_lineages
     keyed = [((pr.topic, pr.partition), pr) for pr in prs]
     lineages = ask_lineages(client, {
         key: (pr.log_start, [c.leader_epochs for c in states[key].readable()])
         for key, pr in keyed if pr.start < pr.end and states[key].readable()})
-    return {key: serving(pr.start, pr.end, states[key], lineages.get(key)) for key, pr in keyed}
+    return {key: serving(pr.start, max(pr.end, pr.latest) if past_end and pr.start < pr.end else pr.end,
+                         states[key], lineages.get(key)) for key, pr in keyed}
+
+
+def split_at(spans: Sequence[tuple], offset: int) -> tuple[list, list]:
+    """Spans ``(start, end, x)`` in offset order cut at ``offset``: those below, those from it."""
+    before: list = []
+    after: list = []
+    for s, e, c in spans:
+        if s < offset:
+            before.append((s, min(e, offset), c))
+        if e > offset:
+            after.append((max(s, offset), e, c))
+    return before, after
 
 
 def lineage_spans(lineage: Lineage, epochs: Iterable[int]) -> list[tuple[int, int, int]]:

@@ -11,6 +11,7 @@ from ..errors import BudgetExceededError
 from .plan import Plan
 from .preflight import check_gets, checks_storage
 from .tasks import BrokerRange, RemoteRange
+from .txn_ends import MarkerCost
 
 # What an estimate says of the store (Estimate.storage_check).
 CHECKED = "checked"              # one request with the read's options answered, as the read's will
@@ -44,6 +45,10 @@ class Estimate:
     # CHECKED, NOT_CHECKED or NOTHING_TO_CHECK; "" for a count alone (estimate_plan: the budget
     # check, a job description), which says nothing about storage
     storage_check: str = ""
+    # read_committed: what planning spent finding the markers of transactions open at each
+    # range's end (txn_ends.MarkerCost totals: later .txnindex GETs and bytes, broker fetches
+    # and their bytes); spent already, so not in gets/bytes/dollars, which count the read
+    markers: MarkerCost = field(default_factory=MarkerCost)
 
     @property
     def storage_note(self) -> str:
@@ -65,6 +70,7 @@ class Estimate:
                 f"segments located by " + (", ".join(f"{n} ({k} partitions)" for n, k in
                                                       sorted(self.locators.items())) or "none")
                 + (f"; rows where {self.where}" if self.where else "")
+                + (f"; read_committed markers past the ends: {self.markers.describe()}" if self.markers else "")
                 + (f"; {self.storage_note}" if self.storage_check else ""))
 
     def as_dict(self) -> dict:
@@ -74,7 +80,7 @@ class Estimate:
                 "remote_ranges": self.remote_ranges, "broker_ranges": self.broker_ranges,
                 "broker_bytes": self.broker_bytes, "price_model": self.model.describe(),
                 "locators": dict(self.locators), "where": self.where or None,
-                "storage_check": self.storage_check or None,
+                "storage_check": self.storage_check or None, "markers": self.markers.as_dict(),
                 "partitions": {k: dict(v) for k, v in self.by_partition.items()}}
 
 
@@ -124,8 +130,12 @@ def estimate_plan(plan: Plan, options) -> Estimate:
     locators: dict = {}
     for name in plan.locators.values():
         locators[name] = locators.get(name, 0) + 1
+    markers = MarkerCost()
+    for (topic, p), spent in plan.marker_costs.items():
+        markers += spent
+        per.setdefault(f"{topic}-{p}", {})["markers"] = spent.as_dict()
     return Estimate(gets, log_gets, manifests, nbytes, model.dollars(gets, nbytes), len(plan.tasks),
-                    remote, broker, broker_bytes, model, locators, per, check_gets=checks)
+                    remote, broker, broker_bytes, model, locators, per, check_gets=checks, markers=markers)
 
 
 def check_budget(estimate: Estimate) -> None:

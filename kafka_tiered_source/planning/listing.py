@@ -44,12 +44,11 @@ from ..errors import ConfigError, OfflinePlanningError, SegmentFormatError
 from ..model import SubscribePattern
 from ..records.header import iter_headers
 from ..storage import aiven
-from ..storage.indexes import (AbortedTxn, parse_offset_index, parse_producer_snapshot,
-                               parse_txn_index)
+from ..storage.indexes import AbortedTxn, parse_offset_index, parse_producer_snapshot
 from ..storage.layouts import listing_prefix, parse_aiven_key, parse_local_tiered_key
 from ..storage.protocols import SegmentCatalog
 from ..storage.segment import RemoteSegment
-from .coverage import serving_all
+from .coverage import serving_all, split_at
 from .lineage import epochs_in_range, parse_checkpoint
 from .locate import Located
 from .packing import SegmentSlice, index_checkpoints
@@ -58,6 +57,7 @@ from .plan import PartitionRange
 from .remote_log_state import FINISHED, CopyMeta, PartitionState
 from .tiered import located_spans
 from .txn import aborted_in
+from .txn_ends import PastEnd, TxnIndexes, piece_headers
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -99,6 +99,8 @@ class StoreListing:
         self._indexes: dict[str, bytes] = {}   # segment id -> offset index (b"": none)
         self._partitions: dict = {}                   # (topic, partition) -> TieredPartition
         self._aborted: dict = {}                      # (topic, partition) -> [AbortedTxn]
+        self.txn = TxnIndexes(fetcher)                # every copy's .txnindex, read once
+        self._txn_empty: set[str] = set()             # copies whose .txnindex is known empty
 
     # -- the catalogue -------------------------------------------------------------------------
     def catalog(self, *, everything: bool = False) -> dict:
@@ -206,8 +208,13 @@ class StoreListing:
         seg = RemoteSegment(topic=topic, topic_id=topic_id, partition=partition, segment_id=seg_id,
                             base_offset=base, end_offset=base - 1, size_bytes=objects.get("log"))
         if self.config.layout != "aiven":
+            if not objects.get("txnindex"):    # no .txnindex object, or an empty one
+                self._txn_empty.add(seg_id)
             return seg
         m = self.fetcher.layout.manifest(seg)
+        txn = m.segment_indexes.get("transaction")
+        if txn is None or not txn.size:
+            self._txn_empty.add(seg_id)
         end = base - 1
         meta = m.remote_log_segment_metadata
         if isinstance(meta, dict) and isinstance(meta.get("endOffset"), int) \
@@ -257,12 +264,15 @@ class StoreListing:
         return index_checkpoints(seg, self._index_entries(seg)) if wants_split or mid else ()
 
     # -- transactions --------------------------------------------------------------------------
+    def txn_index_empty(self, seg: RemoteSegment) -> bool:
+        """Whether the listing (or the copy's Aiven manifest) shows an empty ``.txnindex``."""
+        return seg.segment_id in self._txn_empty
+
     def aborted_entries(self, tp: TieredPartition) -> list[AbortedTxn]:
         out = []
         for seg in tp.segments:
-            data = self.fetcher.fetch_index(seg, "transaction")
-            if data:
-                out += parse_txn_index(data, location=f"{seg.topic}-{seg.partition} segment {seg.segment_id}")
+            if not self.txn_index_empty(seg):
+                out += self.txn.entries(seg)
         out.sort(key=lambda e: (e.first_offset, e.last_offset))
         return out
 
@@ -317,16 +327,26 @@ class StoreListing:
         return entries
 
     def locate(self, pr: PartitionRange) -> Located:
+        """Offline: the range's slices; read_committed's aborted transactions from the entries
+        :meth:`aborted` read, those whose markers lie past the range's end found as online
+        (:class:`~.txn_ends.PastEnd`) over the copies after it, to the end of the tiered range,
+        which the offline end of the range (:meth:`open_transactions`) makes complete."""
         tp = self._partitions[(pr.topic, pr.partition)]
         pieces: list[SegmentSlice | BrokerRange] = []
         for seg in tp.segments:
             first, end = max(pr.start, seg.base_offset), min(pr.end, seg.end_offset + 1)
             if first < end:
                 pieces.append(SegmentSlice(seg, first, end, self._checkpoints(seg, first)))
-        entries = self._aborted.get((pr.topic, pr.partition), ())
+        entries = [e for e in self._aborted.get((pr.topic, pr.partition), ()) if e.last_offset < pr.end]
         located = Located(pieces, lambda topic, p, first, end, _: aborted_in(entries, first, end))
         located.coverage = tuple((p.offset_start, p.offset_end, p.segment) for p in pieces
                                  if isinstance(p, SegmentSlice))
+        if (pr.topic, pr.partition) in self._aborted:
+            after = [(max(pr.end, seg.base_offset), seg.end_offset + 1, seg) for seg in tp.segments
+                     if seg.end_offset >= pr.end]
+            located.past_end = PastEnd(pr, after, self.txn, empty=self.txn_index_empty,
+                                       known=lambda: [e for e in entries if e.last_offset >= pr.start],
+                                       headers=piece_headers(pieces, self.fetcher))
         return located
 
 
@@ -366,6 +386,9 @@ class ListingLocator:
         self.listing = StoreListing(options, fetcher)
         self.client = client
         self.iso = isolation_level
+        # read_committed: a later copy's transaction index that cannot be read is asked of the
+        # broker when fetch.remote.fallback allows it, else the read fails naming the transaction
+        self.ask_on_storage_fault = options.fetch_remote_fallback != "never"
         self.offset_index = offset_index
         self._catalog: dict | None = None
         self._segments: dict[str, RemoteSegment] = {}
@@ -404,10 +427,13 @@ class ListingLocator:
 
     def locate_all(self, prs) -> dict:
         states = {(pr.topic, pr.partition): self.copies(pr) for pr in prs}
-        served = serving_all(self.client, prs, states)
-        return {(pr.topic, pr.partition): located_spans(
-                    pr, [(s, e, self._segments[c.segment_id] if c is not None else None)
-                         for s, e, c in served[(pr.topic, pr.partition)]],
-                    offset_index=self.offset_index, fetcher=self.listing.fetcher,
-                    client=self.client, isolation_level=self.iso)
-                for pr in prs}
+        served = serving_all(self.client, prs, states, past_end=self.iso == 1)
+        out = {}
+        for pr in prs:
+            spans, after = split_at([(s, e, self._segments[c.segment_id] if c is not None else None)
+                                     for s, e, c in served[(pr.topic, pr.partition)]], pr.end)
+            out[(pr.topic, pr.partition)] = located_spans(
+                pr, spans, offset_index=self.offset_index, fetcher=self.listing.fetcher, client=self.client,
+                isolation_level=self.iso, txn_index_empty=self.listing.txn_index_empty, after=after,
+                ask_on_storage_fault=self.ask_on_storage_fault)
+        return out

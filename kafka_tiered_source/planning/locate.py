@@ -17,7 +17,7 @@ planner checks its pieces against the range (:func:`.coverage.check_cover`) befo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol, Sequence, Union
+from typing import Any, Callable, Iterable, Protocol, Sequence, Union
 
 from ..errors import BrokerError, ConfigError
 from ..model import LATEST_TIERED
@@ -37,11 +37,14 @@ Key = tuple  # (topic, partition)
 class Located:
     """One partition's pieces and how to find the aborted transactions of a reader of it.
     ``coverage``: the served spans the pieces were built from (``(start, end, segment or
-    None)``), for estimates and tests; ``exclusions``: offsets deliberately read nowhere."""
+    None)``), for estimates and tests; ``exclusions``: offsets deliberately read nowhere;
+    ``past_end``: how the aborted transactions whose markers lie past the range's end are found
+    (a :class:`~.txn_ends.PastEnd`; None where ``aborted_for``'s answers hold them already)."""
     pieces: list[Union[SegmentSlice, BrokerRange]]
     aborted_for: AbortedFor
     exclusions: list[Exclusion] = field(default_factory=list)
     coverage: tuple = ()
+    past_end: Any = None
 
     @property
     def segments(self) -> int:

@@ -35,7 +35,7 @@ from ..model import EARLIEST, LATEST
 from ..protocol import remote_log_metadata as rlm
 from ..protocol.metadata_select import select_records
 from ..storage.segment import RemoteSegment
-from .coverage import Served, serving_all
+from .coverage import Served, serving_all, split_at
 from .locate import OPTION, Key, Located
 from .plan import PartitionRange
 from .remote_log_state import CopyMeta, PartitionState, RemoteLogState
@@ -205,7 +205,7 @@ class MetadataTopicLocator:
     def __init__(self, client: Any, fetcher: Any, *, topic: str = DEFAULT_TOPIC, isolation_level: int = 0,
                  index_of: Callable[[RemoteSegment], bytes | None] | None = None,
                  catalogs: "Catalogs | None" = None, snapshots: "SnapshotStore | None" = None,
-                 refresh: bool = False):
+                 refresh: bool = False, ask_on_storage_fault: bool = True):
         self.client = client
         self.fetcher = fetcher
         self.reader = MetadataTopicReader(client, topic)
@@ -214,6 +214,9 @@ class MetadataTopicLocator:
         self.catalogs = catalogs
         self.snapshots = snapshots
         self.refresh = refresh
+        # read_committed: a later copy's transaction index that cannot be read is asked of the
+        # broker (fetch.remote.fallback allows it), else the read fails naming the transaction
+        self.ask_on_storage_fault = ask_on_storage_fault
         self._segments: dict[str, RemoteSegment] = {}
 
     @property
@@ -244,17 +247,18 @@ class MetadataTopicLocator:
 
     def _locate_all(self, prs: Sequence[PartitionRange]) -> dict[Key, Located]:
         states = self.states(prs)
-        served = serving_all(self.client, prs, states)
+        served = serving_all(self.client, prs, states, past_end=self.iso == 1)
         out = {}
         for pr in prs:
             key = (pr.topic, pr.partition)
-            state, spans = states[key], served[key]
-            _log_trimmed(pr, state, spans)
+            state = states[key]
+            spans, after = split_at([(s, e, self._segment(c) if c is not None else None) for s, e, c in served[key]],
+                                    pr.end)
+            _log_trimmed(pr, state, [x for x in served[key] if x[0] < pr.end])
             empty = {c.segment_id for c in state.readable() if c.txn_index_empty}
-            out[key] = located_spans(pr, [(s, e, self._segment(c) if c is not None else None) for s, e, c in spans],
-                                     offset_index=self.index_of, fetcher=self.fetcher, client=self.client,
-                                     isolation_level=self.iso,
-                                     txn_index_empty=_in(empty))
+            out[key] = located_spans(pr, spans, offset_index=self.index_of, fetcher=self.fetcher, client=self.client,
+                                     isolation_level=self.iso, txn_index_empty=_in(empty), after=after,
+                                     ask_on_storage_fault=self.ask_on_storage_fault)
         return out
 
     def _segment(self, copy: CopyMeta) -> RemoteSegment:

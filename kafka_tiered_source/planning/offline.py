@@ -41,7 +41,9 @@ What cannot be known offline, and what is done about it:
   therefore stops at the first offset of the earliest such transaction — the offline
   counterpart of the last stable offset.  Kafka uploads each segment with the producer state
   snapshot taken at the next segment's base offset; the last segment's snapshot lists exactly
-  the transactions ongoing there (``currentTxnFirstOffset``), one small GET.  When that snapshot
+  the transactions ongoing there (``currentTxnFirstOffset``), one small GET.  That end is what
+  makes the markers of every transaction with records below it lie in the tiered range, where
+  the read finds those past its own end (:mod:`.txn_ends`) as a read with a broker does.  When that snapshot
   is empty or unreadable, batch headers are walked from the last point the transaction indexes
   prove stable (the largest ``lastStableOffset`` of their entries) to the end of the tiered
   range; that walk reads those segments' data (the whole tiered range when no transaction was
@@ -64,7 +66,7 @@ from .filters import narrow_ranges, restrict_partitions
 from .listing import StoreListing
 from .packing import plan_read_tasks
 from .plan import PartitionRange, Plan
-from .txn import with_txn
+from .txn import with_txn_all
 from .works import checked_works
 
 log = logging.getLogger(__name__)
@@ -171,12 +173,11 @@ class OfflinePlanner:
         tasks = plan_read_tasks(works, target_bytes=o.partition_target_bytes,
                                 min_partitions=o.min_partitions,
                                 max_records_per_partition=o.max_records_per_partition)
+        costs: dict = {}
         if committed:
-            lso = {(r.topic, r.partition): r.latest for r in ranges}
-            tasks = [with_txn(t, lso, lambda topic, p, *rest: located[(topic, p)].aborted_for(topic, p, *rest))
-                     for t in tasks]
+            tasks, costs = with_txn_all(tasks, ranges, located)
         keys = [(r.topic, r.partition) for r in ranges]
-        return Plan(tasks, ranges, segments, dict.fromkeys(keys, listing.name))
+        return Plan(tasks, ranges, segments, dict.fromkeys(keys, listing.name), marker_costs=costs)
 
 
     def offsets_for_times(self, stamps: dict) -> dict:
@@ -197,8 +198,9 @@ class OfflinePlanner:
 
 def plan_offline(options, row_filter=None) -> Plan:
     """Plan a read from remote storage alone (``options.offline``)."""
+    from ..storage.observer import CountingObserver
     from ..storage.registry import create_fetcher
-    fetcher = create_fetcher(options.storage)
+    fetcher = create_fetcher(options.storage, observer=CountingObserver())
     if options.storage.layout == "aiven" and not fetcher.layout.reads_manifests:
         fetcher.close()
         raise ConfigError(f"fetcher {type(fetcher).__name__} cannot read Aiven manifests, which "

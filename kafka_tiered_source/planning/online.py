@@ -16,7 +16,8 @@ read tasks.
    :func:`~kafka_tiered_source.planning.packing.plan_read_tasks` packs the pieces into coarse
    tasks by bytes.
 5. read_committed: each task gets, per partition, the aborted transactions that are valid at the
-   first offset it reads (:mod:`.txn`).
+   first offset it reads (:mod:`.txn`), those whose markers lie past the range's end included
+   (:mod:`.txn_ends`).
 6. Aiven layout: the tasks carry what they need of the manifests (:mod:`.aiven_manifests`).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .metadata_topic import MetadataTopicLocator
 from .packing import plan_read_tasks
 from .plan import PartitionRange, Plan
 from .segment_reads import SegmentReads
-from .txn import with_txn
+from .txn import with_txn_all
 from .works import checked_works
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,8 @@ class Planner:
         metadata: SegmentLocator = (
             MetadataTopicLocator(client, fetcher, topic=o.metadata_topic, isolation_level=self.iso,
                                  index_of=self.reads.offset_index, refresh=self.refresh,
-                                 snapshots=SnapshotStore.from_option(o.metadata_cache_dir))
+                                 snapshots=SnapshotStore.from_option(o.metadata_cache_dir),
+                                 ask_on_storage_fault=o.fetch_remote_fallback != "never")
             if fetcher is not None else
             Unavailable("metadata-topic", "it needs a remote.storage.fetcher to read the segments it finds"))
         listing: SegmentLocator = (
@@ -179,11 +181,10 @@ class Planner:
                                 max_records_per_partition=self.options.max_records_per_partition)
         if self.shipping is not None:
             tasks = self.shipping.attach(tasks)
+        costs: dict = {}
         if self.options.read_committed:
-            lso = {(r.topic, r.partition): r.latest for r in ranges}
-            tasks = [with_txn(t, lso, lambda topic, p, *rest: located[(topic, p)].aborted_for(topic, p, *rest))
-                     for t in tasks]
-        return Plan(tasks, ranges, segments, locators)
+            tasks, costs = with_txn_all(tasks, ranges, located)
+        return Plan(tasks, ranges, segments, locators, marker_costs=costs)
 
 
 def _log_locators(locators: dict) -> None:

@@ -29,6 +29,9 @@ class Plan:
     partitions: list[PartitionRange]
     remote_segments: int = 0
     locators: dict = field(default_factory=dict)           # (topic, partition) -> locator name
+    # read_committed: (topic, partition) -> txn_ends.MarkerCost, what finding the markers of
+    # transactions open at the range's end cost (later transaction indexes, broker fetches)
+    marker_costs: dict = field(default_factory=dict)
 
     @property
     def remote_ranges(self) -> list[RemoteRange]:

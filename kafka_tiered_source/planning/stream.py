@@ -186,7 +186,8 @@ class StreamPlanner:
         keys = [k for k in latest if latest[k] > begin.get(k, latest[k])]
         if not keys:
             return {}
-        planned = plan(range_options(self.options, begin, latest, keys))
+        # sizes only: planned read_uncommitted, so no marker past the end is looked for
+        planned = plan(replace(range_options(self.options, begin, latest, keys), isolation_level="read_uncommitted"))
         size: dict = {}
         for t in planned.tasks:
             for r in t.ranges:

@@ -13,18 +13,21 @@
   and so were their markers) — plus those whose markers lie in broker spans after its first
   offset.  One Fetch at the start of each such broker span returns the latter: the broker lists
   every aborted transaction still open there (Kafka's ``collectAbortedTxns`` for that offset).
+  The markers past the range's end are found from the spans served after it (``after``, the
+  coverage map from the end to the LSO) by :class:`~.txn_ends.PastEnd`.
 """
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from ..storage.indexes import lookup_position, parse_offset_index, parse_txn_index
+from ..storage.indexes import lookup_position, parse_offset_index
 from ..storage.segment import RemoteSegment
 from .locate import Located, broker_range
 from .packing import SegmentSlice
 from .plan import PartitionRange
-from .tasks import AbortedTransaction, RemoteRange
+from .tasks import RemoteRange
 from .txn import aborted_in
+from .txn_ends import PastEnd, TxnIndexes, broker_aborted, piece_headers
 
 # (start, end exclusive, the segment serving it or None for the broker)
 SegmentSpan = tuple[int, int, Optional[RemoteSegment]]
@@ -32,9 +35,11 @@ SegmentSpan = tuple[int, int, Optional[RemoteSegment]]
 
 def located_spans(pr: PartitionRange, spans: Sequence[SegmentSpan], *,
                   offset_index: Callable[[RemoteSegment], bytes | None], fetcher, client,
-                  isolation_level: int, txn_index_empty: Callable[[RemoteSegment], bool] = lambda s: False
-                  ) -> Located:
-    """The pieces of ``pr`` from its served ``spans`` (contiguous, covering the range)."""
+                  isolation_level: int, txn_index_empty: Callable[[RemoteSegment], bool] = lambda s: False,
+                  after: Sequence[SegmentSpan] = (), ask_on_storage_fault: bool = True) -> Located:
+    """The pieces of ``pr`` from its served ``spans`` (contiguous, covering the range);
+    read_committed (``isolation_level`` 1): ``after``, the spans served from ``pr.end`` to the
+    LSO, where the markers past the end are looked for (:class:`~.txn_ends.PastEnd`)."""
     pieces: list = []
     remote_bytes = remote_offsets = 0
     served: list[SegmentSpan] = []
@@ -54,41 +59,40 @@ def located_spans(pr: PartitionRange, spans: Sequence[SegmentSpan], *,
     for s, e, seg in spans:
         out.append(next(tiered) if seg is not None else broker_range(pr, s, e, remote_bytes, remote_offsets))
     holes = [s for s, _, seg in spans if seg is None]
-    located = Located(out, _aborted_for(pr, served, holes, fetcher, client, isolation_level, txn_index_empty))
+    indexes = TxnIndexes(fetcher)
+    tiered_entries = _tiered_entries(served, indexes, txn_index_empty)
+    located = Located(out, _aborted_for(pr, tiered_entries, holes, client, isolation_level))
     located.coverage = tuple(spans)
+    if isolation_level == 1:
+        located.past_end = PastEnd(pr, after, indexes, empty=txn_index_empty, known=tiered_entries, client=client,
+                                   isolation_level=isolation_level, ask_on_storage_fault=ask_on_storage_fault,
+                                   headers=piece_headers(out, fetcher, client))
     return located
 
 
-def _aborted_for(pr, served, holes, fetcher, client, isolation_level, txn_index_empty):
-    cache: dict = {}
+def _tiered_entries(served, indexes: TxnIndexes, txn_index_empty) -> Callable[[], list]:
+    """The ``.txnindex`` entries whose markers lie in the spans the copies serve, read once per
+    partition, and only when a read_committed task asks."""
+    cache: list = []
 
     def tiered_entries():
-        # read once per partition, and only when a read_committed task asks
-        if "tiered" not in cache:
+        if not cache:
             found: list = []
-            entries_of: dict = {}
             for s, e, seg in served:
-                if txn_index_empty(seg):
-                    continue
-                if seg.segment_id not in entries_of:
-                    data = fetcher.fetch_index(seg, "transaction")
-                    entries_of[seg.segment_id] = (parse_txn_index(data, location=f"{seg.topic}-{seg.partition} "
-                                                                                f"segment {seg.segment_id}")
-                                                  if data else [])
-                found += [x for x in entries_of[seg.segment_id] if s <= x.last_offset < e]
-            cache["tiered"] = found
-        return cache["tiered"]
+                if not txn_index_empty(seg):
+                    found += [x for x in indexes.entries(seg) if s <= x.last_offset < e]
+            cache.append(found)
+        return cache[0]
+    return tiered_entries
+
+
+def _aborted_for(pr, tiered_entries, holes, client, isolation_level):
+    cache: dict = {}
 
     def at(offset):
         """The aborted transactions still open at ``offset`` whose markers the broker holds."""
         if offset not in cache:
-            got: list = []
-            if offset < pr.latest:
-                res = client.fetch(pr.topic, pr.partition, offset, max_bytes=1, partition_max_bytes=1,
-                                   max_wait_ms=0, min_bytes=0, isolation_level=isolation_level)
-                got = [AbortedTransaction(a.producer_id, a.first_offset)
-                       for a in (res.partition.aborted_transactions or ())]
-            cache[offset] = got
+            cache[offset] = broker_aborted(client, pr, offset, isolation_level) if offset < pr.latest else []
         return cache[offset]
 
     def aborted_for(topic, p, first, end, first_range):

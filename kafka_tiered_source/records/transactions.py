@@ -26,11 +26,16 @@ class ReadCommittedFilter:
     later segments.  ``last_stable_offset``: nothing at or past it is returned (``None`` = no
     bound).  Pass one instance to successive ``decode_batches`` calls over consecutive ranges of
     one partition; do not share it between partitions.
+
+    ``feeds``: another filter of the same partition that is shown every batch this one decides
+    (and decides nothing here), so its state stays right across offsets this one covers: a
+    task's filter of a partition across the broker ranges between its tiered ranges.
     """
 
-    __slots__ = ("_aborted", "_aborted_pids", "last_stable_offset")
+    __slots__ = ("_aborted", "_aborted_pids", "last_stable_offset", "_feeds")
 
-    def __init__(self, aborted_transactions: Iterable = (), last_stable_offset: int | None = None):
+    def __init__(self, aborted_transactions: Iterable = (), last_stable_offset: int | None = None,
+                 feeds: "ReadCommittedFilter | None" = None):
         entries = []
         for entry in aborted_transactions:
             if isinstance(entry, dict):   # the broker's JSON shape, as in meta.json
@@ -42,6 +47,7 @@ class ReadCommittedFilter:
         self._aborted = entries
         self._aborted_pids: set[int] = set()
         self.last_stable_offset = None if last_stable_offset is None else int(last_stable_offset)
+        self._feeds = feeds
 
     def __repr__(self):
         return (f"ReadCommittedFilter(pending_aborted={len(self._aborted)}, "
@@ -54,6 +60,8 @@ class ReadCommittedFilter:
         ``control_type`` is the type of a control batch's first record (0 ABORT, 1 COMMIT) or
         None when the batch is not a control batch or has no record.  Control batches are never
         kept."""
+        if self._feeds is not None:
+            self._feeds.keep(header, control_type)
         pid = header.producer_id
         if pid >= 0:
             last = header.last_offset

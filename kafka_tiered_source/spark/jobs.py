@@ -24,8 +24,12 @@ def describe(plan, *, max_topics: int = 3) -> str:
     remote = plan.remote_ranges
     mb = sum(r.byte_end - r.byte_start for r in remote) / 1e6
     tail = len(plan.broker_ranges)
+    gets = sum(c.index_gets for c in plan.marker_costs.values())
+    fetches = sum(c.broker_fetches for c in plan.marker_costs.values())
+    markers = ", ".join(x for x in (f"{gets} GETs" if gets else "", f"{fetches} broker fetches" if fetches else "") if x)
     return (f"kafka-tiered: {shown or 'no topic'}, {len(remote)} tiered ranges, {mb:,.1f} MB"
-            + (f" + {tail} broker ranges" if tail else "") + f", {len(plan.tasks)} tasks")
+            + (f" + {tail} broker ranges" if tail else "") + f", {len(plan.tasks)} tasks"
+            + (f" (markers past the end: {markers})" if markers else ""))
 
 
 def describe_read(spark, options: dict) -> str:
