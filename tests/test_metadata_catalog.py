@@ -60,9 +60,10 @@ def fresh_process(monkeypatch):
 class Topic:
     """A topic written segment by segment: ``values[p]`` are its records' values by offset."""
 
-    def __init__(self, c, name: str, partitions: int = 1):
+    def __init__(self, c, name: str, partitions: int = 1, *, metadata_partition: int | None = None):
         self.c, self.name = c, name
-        c.create_topic(name, partitions)
+        c.create_topic(name, partitions, topic_id=None if metadata_partition is None else
+                       id_on(metadata_partition, c.storage.rlmm.partitions))
         self.values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.start = dict.fromkeys(self.values, 0)
 
@@ -90,10 +91,19 @@ class Topic:
         return {s.segment_id for s in self.c.remote_segments(self.name, p)}
 
 
-def read(c, topic: Topic, cache, *, refresh: bool = False, p: int = 0):
+def id_on(mp: int, partitions: int) -> str:
+    """A topic id whose partition 0's events go to metadata partition ``mp`` (Kafka's partitioner)."""
+    from kafka_tiered_source.ids import random_uuid, uuid_to_str
+    while True:
+        tid = random_uuid()
+        if rlm.metadata_partition(tid, 0, partitions) == mp:
+            return uuid_to_str(tid)
+
+
+def read(c, topic: Topic, cache, *, refresh: bool = False, p: int = 0, bootstrap: str | None = None):
     """Plan ``topic`` through the metadata topic and read it: ``(plan, rows of partition p)``;
     ``cache``: the catalog's snapshot directory (a path, a URL, or "none")."""
-    opts = ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": topic.name,
+    opts = ReadOptions.parse({"kafka.bootstrap.servers": bootstrap or c.bootstrap_servers, "subscribe": topic.name,
                               "remote.storage.uri": f"file://{c.remote_dir}",
                               "remote.segment.locator": "metadata-topic", "fetch.remote.fallback": "never",
                               "remote.log.metadata.cache.dir": str(cache)})
@@ -515,3 +525,130 @@ def test_a_stream_carries_its_catalog_across_micro_batches_and_restarts(cluster,
             t.tier(1)                                  # history grows between micro-batches
     assert got == t.rows()[: len(got)] and len(got) == 8 + 3 * 4
     assert starts[0] == 0 and all(s > 0 for s in starts[1:])   # later micro-batches read on
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 35: what the catalog holds, trusts and waits for
+def test_a_repeated_copy_started_leaves_the_finished_copy_served(cluster, tmp_path):
+    """A COPY_SEGMENT_STARTED record again for a finished copy (a retried write of the metadata
+    producer): RemoteLogMetadataCache refuses FINISHED -> STARTED, so the copy stays served."""
+    t = Topic(cluster, "started-again")
+    t.tier(2)
+    first = min(cluster.remote_segments(t.name, 0), key=lambda s: s.base_offset)
+    cluster.storage.rlmm.copy_started(first, 0)
+    plan, rows = read(cluster, t, tmp_path)
+    assert rows == t.rows() and segments_of(plan) == t.tiered() and first.segment_id in segments_of(plan)
+
+
+def test_plans_wait_only_for_the_metadata_partitions_they_need(tmp_path):
+    """While the broker holds its answer for metadata partition 0, a plan of a topic on partition
+    1 goes through; a second plan of the topic on partition 0 waits for the first one's read and
+    then reads on from where it ended (one replay of each record)."""
+    import threading
+    from kafka_tiered_source.protocol import messages as m
+    with new_cluster(tmp_path / "c", partitions=2) as c:
+        slow, fast = Topic(c, "slow", metadata_partition=0), Topic(c, "fast", metadata_partition=1)
+        slow.tier(2)
+        fast.tier(2)                                # 4 events in each metadata partition
+        meta_id = c.topic(META).topic_id_bytes
+        held, release = threading.Event(), threading.Event()
+
+        def hold(key, req):
+            if key == m.FetchRequest.API_KEY and any(
+                    (t.topic == META or t.topic_id == meta_id) and any(p.partition == 0 for p in t.partitions)
+                    for t in req.topics):
+                held.set()
+                return release
+            return None
+        c.hold_answers(hold)
+        out: dict = {}
+
+        def plan(name, topic):
+            th = threading.Thread(target=lambda: out.__setitem__(name, read(c, topic, "none")), daemon=True)
+            th.start()
+            return th
+        first = plan("first", slow)
+        try:
+            assert held.wait(30)
+            second, other = plan("second", slow), plan("other", fast)
+            other.join(30)
+            assert "other" in out, "a plan of metadata partition 1 waited for partition 0's broker answer"
+            assert first.is_alive() and second.is_alive()
+        finally:
+            release.set()
+        first.join(60)
+        second.join(60)
+        for name, topic in (("first", slow), ("second", slow), ("other", fast)):
+            plan_, rows = out[name]
+            assert rows == topic.rows() and segments_of(plan_) == topic.tiered(), name
+        again = last(c, slow)                       # the second plan's replay, after the first's
+        assert (again.start, again.applied) == (c.offsets(META, 0).high_watermark, 0) == (4, 0)
+
+
+def test_a_lower_high_watermark_under_a_new_leader_epoch_is_not_truncation(tmp_path, caplog):
+    """A new leader of the metadata partition answers a high watermark below the one seen (it
+    has not learnt the followers' positions yet): OffsetForLeaderEpoch shows the position on its
+    log, so the catalog reads on, and later plans read on from there too."""
+    from test_faults_broker import KafkaProxy, once
+    from kafka_tiered_source.protocol import codec, messages as m
+    with new_cluster(tmp_path / "c", partitions=1) as c:
+        t = Topic(c, "lagging")
+        t.tier(2)
+        read(c, t, "none")
+        position = last(c, t).next_offset
+        assert position == c.offsets(META, 0).high_watermark == 4
+        assert c.bump_leader_epoch(META, 0) == 1
+        meta_id = c.topic(META).topic_id_bytes
+
+        def lagging(key, version, frame):
+            if key != m.FetchRequest.API_KEY:
+                return None
+            cid, resp = codec.decode_response(frame[4:], key, version)
+            hit = [p for r in resp.responses if r.topic == META or r.topic_id == meta_id for p in r.partitions]
+            for p in hit:
+                p.high_watermark = position - 2
+            return ("replace", codec.encode_response(resp, version, cid)) if hit else None
+        proxy = KafkaProxy(c.port)
+        proxy.faults.append(once(lagging))
+        try:
+            with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.planning.catalog"):
+                plan, rows = read(c, t, "none", bootstrap=proxy.bootstrap)
+        finally:
+            proxy.close()
+        assert proxy.faults[0].state["fired"] and not [r for r in caplog.records if RESCAN in r.getMessage()]
+        assert (last(c, t).start, last(c, t).applied) == (position, 0) and rows == t.rows()
+        t.tier(1)
+        plan, rows = read(c, t, "none")
+        assert (last(c, t).start, last(c, t).applied) == (position, 2) and segments_of(plan) == t.tiered()
+
+
+def test_a_compacted_metadata_topics_own_delete_retention_ms_bounds_the_catalogs_age(tmp_path, monkeypatch,
+                                                                                    caplog):
+    """KIP-1266: a snapshot older than the metadata topic's delete.retention.ms (asked with
+    DescribeConfigs: one hour here, not Kafka's default day) is not read on from; nor is one
+    whose topic's delete.retention.ms cannot be read (a broker without DescribeConfigs)."""
+    from kafka_tiered_source.planning import catalog as module
+    with new_cluster(tmp_path / "c", partitions=1, kip1266=True) as c:
+        t = Topic(c, "tombstoned")
+        t.tier(2)
+        cache = tmp_path / "cache"
+        read(c, t, cache)
+        c.set_topic_config(META, delete_retention_ms=3_600_000)
+        clock = module._now_ms
+        for hours, rescan in ((0.5, False), (2.5, True), (0, "unreadable")):
+            monkeypatch.setattr(module, "_now_ms", lambda h=hours: clock() + int(h * 3_600_000))
+            if rescan == "unreadable":
+                server = c._server
+                monkeypatch.setattr(server, "advertised", {k: v for k, v in server.advertised.items() if k != 32})
+            CATALOGS.clear()
+            t.tier(1)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.planning.catalog"):
+                plan, rows = read(c, t, cache)
+            warned = [r.getMessage() for r in caplog.records if RESCAN in r.getMessage()]
+            assert rows == t.rows() and segments_of(plan) == t.tiered()
+            assert (last(c, t).start == 0) == bool(rescan) and len(warned) == int(bool(rescan)), (hours, warned)
+            if rescan is True:
+                assert "delete.retention.ms=3600000" in warned[0]
+            elif rescan:
+                assert "delete.retention.ms could not be read" in warned[0] and "UNSUPPORTED_VERSION" in warned[0]

@@ -88,6 +88,7 @@ class EmbeddedCluster:
             telemetry_metrics=tuple(telemetry_metrics), telemetry_push_interval_ms=telemetry_push_interval_ms,
             consumer_byte_rate=consumer_byte_rate, kip1248=kip1248)
         self._server: BrokerServer | None = None
+        self._holds: list = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -114,6 +115,7 @@ class EmbeddedCluster:
         if self.running:
             raise KafkaTieredError("EmbeddedCluster is already running")
         server = BrokerServer(self.storage, self.coordinator, self.config)
+        server.holds = self._holds
         loop = asyncio.new_event_loop()
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -238,6 +240,21 @@ class EmbeddedCluster:
         if name.startswith("_") or name in ("storage", "coordinator", "config"):
             raise AttributeError(name)
         return getattr(self.storage, name)
+
+    def set_topic_config(self, topic: str, **values) -> None:
+        """Override topic configs as ``kafka-configs --alter`` does (``delete_retention_ms=...``
+        for ``delete.retention.ms``; None removes the override); DescribeConfigs answers them."""
+        from .topic_configs import set_overrides
+        set_overrides(self.data_dir, self.storage.topic(topic).topic_id,
+                      {k.replace("_", "."): None if v is None else str(v) for k, v in values.items()})
+
+    def hold_answers(self, hold):
+        """Make the broker slow: ``hold(api_key, request)`` is asked before each request is
+        handled and returns None (go on), seconds to wait, or a ``threading.Event`` to wait for
+        (at most a minute).  Only that request waits: others, on other connections, are served
+        meanwhile.  Returns a function that removes the hold."""
+        self._holds.append(hold)
+        return lambda: self._holds.remove(hold) if hold in self._holds else None
 
     # ------------------------------------------------------------------ operator side
     def metrics_text(self) -> str:
