@@ -22,6 +22,7 @@ from .errors import (
     ProtocolError,
     RemoteStorageError,
     SegmentFormatError,
+    SliceMismatchError,
     UnsupportedSparkError,
 )
 
@@ -43,7 +44,7 @@ __all__ = [
     "__version__",
     "BrokerError", "BudgetExceededError", "ConfigError", "CorruptRecordError", "DataLossError",
     "DecompressionLimitError", "KafkaTieredError", "OfflinePlanningError", "ProtocolError",
-    "RemoteStorageError", "SegmentFormatError", "UnsupportedSparkError",
+    "RemoteStorageError", "SegmentFormatError", "SliceMismatchError", "UnsupportedSparkError",
     "decode", "decoder_backend", "read", "register", "scan",
     "cost_report", "estimate", "last_read_stats", "read_history", "describe_read",
 ]

@@ -652,3 +652,54 @@ def test_a_compacted_metadata_topics_own_delete_retention_ms_bounds_the_catalogs
                 assert "delete.retention.ms=3600000" in warned[0]
             elif rescan:
                 assert "delete.retention.ms could not be read" in warned[0] and "UNSUPPORTED_VERSION" in warned[0]
+
+
+@pytest.mark.parametrize("policy", ["auto", "never"])
+def test_a_shared_snapshot_wrong_about_copies_offsets_never_reads_wrong_rows(cluster, tmp_path, policy, caplog):
+    """A sound snapshot (checksum and all) in a shared directory that says the first two copies
+    hold each other's offsets: the plan reads [0, 4) from the object holding 4-7 and [4, 8) from
+    the one holding 0-3.  The read-time check finds the batches are not the offsets planned:
+    those slices fall back to the brokers (auto) or fail naming the object and the offsets
+    (never).  No row is missing, none is read twice."""
+    from kafka_tiered_source.errors import SliceMismatchError
+    t = Topic(cluster, f"wrong-snapshot-{policy}")
+    t.tier(3)                                         # copies [0, 3], [4, 7], [8, 11]
+    read(cluster, t, tmp_path)
+    path = snapshot_path(cluster, t, tmp_path)
+    doc = parse(open(path, "rb").read())
+    (mine,) = [p for p in doc["state"]["partitions"] if p["topic_id"] == t.topic_id]
+    a, b = sorted(mine["copies"], key=lambda cp: cp["start_offset"])[:2]
+    (a_start, a_end), (b_start, b_end) = (a["start_offset"], a["end_offset"]), (b["start_offset"], b["end_offset"])
+    a["start_offset"], a["end_offset"], a["leader_epochs"] = b_start, b_end, [[0, b_start]]
+    b["start_offset"], b["end_offset"], b["leader_epochs"] = a_start, a_end, [[0, a_start]]
+    ids = mine["epochs"]["0"]["ids"]
+    ids[0], ids[1] = ids[1], ids[0]
+    with open(path, "wb") as f:
+        f.write(seal(doc))
+    CATALOGS.clear()                                  # another process finds the shared snapshot
+    opts = ReadOptions.parse({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": t.name,
+                              "remote.storage.uri": f"file://{cluster.remote_dir}",
+                              "remote.segment.locator": "metadata-topic", "fetch.remote.fallback": policy,
+                              "remote.log.metadata.cache.dir": str(tmp_path)})
+    plan = planning.plan(opts)
+    assert last(cluster, t).start > 0                  # read on from the snapshot, which it trusted
+    assert [(r.offset_start, r.offset_end, r.segment.segment_id) for r in plan.remote_ranges] == \
+        [(0, 4, b["segment_id"]), (4, 8, a["segment_id"]), (8, 12, sorted(t.tiered() - {a["segment_id"], b["segment_id"]})[0])]
+    if policy == "never":
+        with pytest.raises(SliceMismatchError) as info:
+            read_tasks(opts, plan.tasks)
+        msg = str(info.value)
+        assert f"slice [0, 4) of tiered copy {b['segment_id']} [0, 3]" in msg and "[4, 7]" in msg, msg
+        assert info.value.location and b["segment_id"] in info.value.location
+        assert (info.value.planned, info.value.copy, info.value.found) == ((0, 4), (0, 3), (4, 7))
+        return
+    with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.executor"):
+        batches, totals = read_tasks(opts, plan.tasks)
+    rows = [(o, v) for bt in batches for o, v in zip(bt.column("offset").to_pylist(), bt.column("value").to_pylist(),
+                                                     strict=True)]
+    assert rows == t.rows()
+    # the first slice fails the check; as after any failed direct read, the rest of the
+    # partition goes through the brokers
+    assert dict(totals.fallback_reasons) == {"slice mismatch: the object's batches are not the offsets planned": 1}
+    (warned,) = [r.getMessage() for r in caplog.records if "does not hold the offsets planned" in r.getMessage()]
+    assert f"slice [0, 4) of tiered copy {b['segment_id']} [0, 3]" in warned and "offsets [4, 7]" in warned
