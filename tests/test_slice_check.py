@@ -32,8 +32,9 @@ DATA = b"".join(BATCHES)
 POS = [0, len(BATCHES[0]), len(BATCHES[0]) + len(BATCHES[1])]
 
 
-def walk(start: int, end: int, byte_start: int, copy=(10, 49)) -> SliceCheck:
-    seg = RemoteSegment("t", "AAAAAAAAAAAAAAAAAAAAAA", 0, "seg", copy[0], copy[1], len(DATA))
+def walk(start: int, end: int, byte_start: int, copy=(10, 49), broker_positions: bool = False) -> SliceCheck:
+    seg = RemoteSegment("t", "AAAAAAAAAAAAAAAAAAAAAA", 0, "seg", copy[0], copy[1], len(DATA),
+                        broker_positions=broker_positions)
     r = RemoteRange(seg, byte_start, len(DATA), start, end, len(DATA) - byte_start, end - start)
     check = SliceCheck(r, location="bucket/t-0/seg.log")
     buf = DATA[byte_start:]
@@ -54,6 +55,46 @@ def test_compacted_copies_pass(start, byte_start):
 
 def test_a_copy_whose_head_was_compacted_away_passes():
     assert walk(0, 50, 0, copy=(0, 49)).first == 10
+
+
+def test_a_kip1248_brokers_position_past_a_gap_passes():
+    """A KIP-1248 broker positions a read of 25 at the batch holding it or, 25 being compacted
+    away, the next one (30-35): that broker is the authority on its copy."""
+    assert walk(25, 50, POS[2], broker_positions=True).first == 30
+
+
+def test_every_locator_reads_from_inside_a_compaction_gap_without_a_mismatch(cluster_factory):
+    """On a real broker: offsets 50-98 compacted away (one key), a read from 60 through each
+    locator, positioned by the offset index or by the KIP-1248 broker, reads 99 on directly."""
+    from spark_helpers import read_tasks
+    from kafka_tiered_source import planning
+    from kafka_tiered_source.options import ReadOptions
+    c = cluster_factory(layout="kafka-local-tiered", index_interval_bytes=1)
+    c.create_topic("gaps")
+    for i in range(151):
+        c.append("gaps", 0, _keyed(b"x" if 50 <= i < 100 else b"k%d" % i))
+        if i == 149:
+            c.roll("gaps", 0)
+    assert c.compact("gaps", 0) == 49
+    c.roll("gaps", 0)
+    assert [(m.base_offset, m.end_offset) for m in c.tier("gaps")] == [(0, 149), (150, 150)]
+    for locator in ("kip1248", "metadata-topic", "listing"):
+        opts = ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": "gaps",
+                                  "remote.storage.uri": c.storage.remote_storage, "remote.segment.locator": locator,
+                                  "remote.storage.layout": "kafka-local-tiered", "fetch.remote.fallback": "never",
+                                  "startingOffsets": '{"gaps": {"0": 60}}'})
+        plan = planning.plan(opts)
+        assert plan.remote_ranges[0].offset_start == 60 and plan.remote_ranges[0].byte_start > 0, locator
+        batches, totals = read_tasks(opts, plan.tasks)
+        assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(99, 151)), locator
+        assert totals.fallbacks == 0
+
+
+def _keyed(key: bytes) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    b.append(0, 1_700_000_000_000, key, b"v", [])
+    return bytes(b.build())
 
 
 @pytest.mark.parametrize("start, byte_start, copy, fragment, found", [

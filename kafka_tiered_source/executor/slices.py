@@ -11,7 +11,9 @@ anyway, that:
 * the slice's first batch begins at or before the planned start.  A slice starting at an
   offset-index position may begin with batches before it (they are skipped); one starting at
   the copy's first byte is exempt, since compaction may have removed the head of a copy (its
-  first batch then begins after the copy's base offset);
+  first batch then begins after the copy's base offset), and so is one a KIP-1248 broker
+  positioned (``RemoteSegment.broker_positions``: the batch holding the offset or, past a
+  compaction gap, the next one; the broker is the authority there, no snapshot is involved);
 * the slice reaches the planned end, or the copy's end: it was read to the object's last byte
   (a compacted tail: the last batch may end before the copy's end offset, and the offsets
   between hold no record).
@@ -69,7 +71,7 @@ class SliceCheck:
         r, seg = self.r, self.r.segment
         if self.first is None:
             self.first = base
-            if r.byte_start > 0 and base > r.offset_start:
+            if r.byte_start > 0 and base > r.offset_start and not seg.broker_positions:
                 raise self._error(f"its first batch, at byte {r.byte_start}, starts at offset {base}, after the "
                                   f"planned start {r.offset_start}", (base, last))
         end = seg.end_offset if seg.end_offset is not None and seg.end_offset >= 0 else None

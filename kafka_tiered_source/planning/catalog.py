@@ -47,7 +47,9 @@ Catalogs live in the process (:data:`CATALOGS`: repeated plans, a stream's micro
 between processes, as snapshots (:mod:`.catalog_snapshots`: Spark plans a Python data source in
 worker processes, and tomorrow's backfill starts a new driver).  A snapshot that is corrupt,
 from another log, or from a log that moved on in a way that cannot be proven continuous is
-dropped with a warning and the partition rescanned: a plan is never made from it.
+dropped with a warning and the partition rescanned: a plan is never made from it.  A sound one
+is trusted for where copies are; the reader checks each slice's bytes against it
+(``executor/slices.py``; docs/catalog-trust.md says what that covers).
 """
 from __future__ import annotations
 

@@ -13,9 +13,10 @@
    tombstone ends the copy its key names, and one whose key names nothing this version reads
    means the partition is read again from its start.
 2. The records are replayed into a :class:`~.remote_log_state.RemoteLogState`, as a broker's
-   RemoteLogMetadataCache replays them: COPY_SEGMENT_FINISHED copies are readable, with the
-   custom metadata of the update that finished them; DELETE_SEGMENT_STARTED means the objects
-   may be gone already; a partition delete ends every copy of the partition.
+   RemoteLogMetadataCache replays them: only the state changes RemoteLogSegmentState allows;
+   COPY_SEGMENT_FINISHED copies are readable, with the custom metadata of the update that
+   finished them; DELETE_SEGMENT_STARTED means the objects may be gone already; a partition
+   delete ends every copy of the partition.
 3. The partition's lineage comes from OffsetForLeaderEpoch (:mod:`.lineage`): the epochs the
    copies name, asked for every partition of a topic at once.
 4. Which copy serves each offset is Kafka's rule (:mod:`.coverage`): overlapping copies are
