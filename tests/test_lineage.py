@@ -28,7 +28,7 @@ def lineages(draw):
     return cache, log_start, log_end, named
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(lineages())
 def test_each_offset_gets_the_epoch_that_wrote_it(s):
     cache, log_start, log_end, named = s
