@@ -513,21 +513,23 @@ class BrokerClient:
         """``{key: value}`` of ``topic``'s configuration, asked of any broker (DescribeConfigs
         of a TOPIC resource): a key the answer leaves out is absent, a value it hides is None.
         A :class:`BrokerError` when the broker lacks the API or refuses (no DESCRIBE_CONFIGS on
-        the topic: TOPIC_AUTHORIZATION_FAILED; an unknown topic)."""
+        the topic: TOPIC_AUTHORIZATION_FAILED; an unknown topic).  As in Kafka's admin client,
+        only the request is retried, not an error the answer gives for the topic."""
         R, wanted = m.DescribeConfigsRequest, list(keys)
 
-        def run() -> dict[str, str | None]:
+        def run():
             conn = self._any_connection()
             req = R(resources=[R.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic,
                                                           configuration_keys=wanted)])
             for res in conn.request(req, conn.pick_version(R)).results:
                 if res.resource_type == TOPIC_RESOURCE and res.resource_name == topic:
-                    if res.error_code:
-                        raise broker_error(res.error_code, broker=conn.address, api="DescribeConfigs",
-                                           topic=topic, detail=res.error_message)
-                    return {c.name: c.value for c in res.configs}
+                    return conn.address, res
             raise BrokerError("no answer for the topic", broker=conn.address, api="DescribeConfigs", topic=topic)
-        return self._with_retries("DescribeConfigs", run, topic=topic)
+        broker, res = self._with_retries("DescribeConfigs", run, topic=topic)
+        if res.error_code:
+            raise broker_error(res.error_code, broker=broker, api="DescribeConfigs", topic=topic,
+                               detail=res.error_message)
+        return {c.name: c.value for c in res.configs}
 
     # -- Fetch
 
