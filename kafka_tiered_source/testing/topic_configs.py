@@ -1,6 +1,7 @@
 """Topic configurations as the embedded broker describes them (DescribeConfigs,
 :mod:`.apis.configs`): Kafka's defaults, what a topic was made with (``retention_ms``,
-``retention_bytes``, LogAppendTime, the broker's segment size), and overrides set with
+``retention_bytes``, LogAppendTime, its log settings where it has them), the broker's own
+settings (segment size and roll time), and overrides set with
 :func:`set_overrides` (what ``kafka-configs --alter --entity-type topics`` sets), kept in
 ``data_dir/topic-configs.json`` by topic id, so a topic made again under its name starts from
 the defaults, as a deleted topic's configs go with it in Kafka.
@@ -33,12 +34,19 @@ BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
 KEYS: dict[str, tuple[int, str, str]] = {
     "cleanup.policy": (LIST, "delete", "delete or compact the log's old segments"),
     "delete.retention.ms": (LONG, "86400000", "how long a compacted topic keeps tombstones after cleaning"),
+    "local.retention.bytes": (LONG, "-2", "what a tiered partition keeps locally, in bytes (-2: as retention.bytes)"),
+    "local.retention.ms": (LONG, "-2", "how long a tiered partition keeps segments locally (-2: as retention.ms)"),
     "message.timestamp.type": (STRING, "CreateTime", "CreateTime or LogAppendTime"),
     "remote.storage.enable": (BOOLEAN, "false", "whether the topic's closed segments are tiered"),
     "retention.bytes": (LONG, "-1", "the partition's size past which old segments are deleted"),
     "retention.ms": (LONG, "604800000", "the age past which old segments are deleted"),
     "segment.bytes": (INT, "1073741824", "the size at which a segment is rolled"),
+    "segment.jitter.ms": (LONG, "0", "the most a segment's time-based roll is brought forward, at random"),
+    "segment.ms": (LONG, "604800000", "the age at which a segment is rolled"),
 }
+# what a topic may be made with (TopicInfo's fields, where this broker has them) -> its config
+_MADE_WITH = {"local_retention_ms": "local.retention.ms", "local_retention_bytes": "local.retention.bytes",
+              "segment_ms": "segment.ms", "segment_jitter_ms": "segment.jitter.ms"}
 SETTABLE = frozenset({"delete.retention.ms"})
 _LOCK = threading.Lock()
 
@@ -88,7 +96,11 @@ def set_overrides(data_dir: str, topic_id: str, values: dict[str, str | None]) -
 def describe(storage: "BrokerStorage", info: "TopicInfo") -> list[ConfigEntry]:
     """Every key of :data:`KEYS` for the topic ``info``, with where its value comes from."""
     broker = {"segment.bytes": str(storage.segment_bytes)}      # log.segment.bytes
-    made: dict[str, str] = {}
+    for field, name in (("segment_ms", "segment.ms"), ("segment_jitter_ms", "segment.jitter.ms")):
+        if getattr(storage, field, None) is not None:          # log.roll.ms, log.roll.jitter.ms
+            broker[name] = str(getattr(storage, field))
+    made: dict[str, str] = {name: str(getattr(info, field)) for field, name in _MADE_WITH.items()
+                            if getattr(info, field, None) is not None}
     if info.retention_ms is not None:
         made["retention.ms"] = str(info.retention_ms)
     if info.retention_bytes is not None:
