@@ -36,8 +36,8 @@ A topic deleted and made again under the same name has another topic id, so its 
 never the old topic's.
 
 **Locks.**  Each metadata partition has a lock of its own, held while that partition is
-checked, replayed and snapshotted; nothing is held across a catalog-wide wait, so a slow broker
-answer for one metadata partition delays only the plans that need that partition.  A second
+checked, replayed and snapshotted; no lock covers two partitions, so a slow broker answer for
+one metadata partition delays only the plans that need that partition.  A second
 plan that needs a partition while another reads it waits for that read, then reads on from
 where it ended (usually one Fetch that finds nothing new): two replays from one position would
 fetch the same records twice, and one of the two would be thrown away.  The Metadata request
