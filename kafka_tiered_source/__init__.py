@@ -22,6 +22,7 @@ from .errors import (
     ProtocolError,
     RemoteStorageError,
     SegmentFormatError,
+    SliceMismatchError,
     UnresolvedTransactionError,
     UnsupportedSparkError,
 )
@@ -44,7 +45,8 @@ __all__ = [
     "__version__",
     "BrokerError", "BudgetExceededError", "ConfigError", "CorruptRecordError", "DataLossError",
     "DecompressionLimitError", "KafkaTieredError", "OfflinePlanningError", "ProtocolError",
-    "RemoteStorageError", "SegmentFormatError", "UnresolvedTransactionError", "UnsupportedSparkError",
+    "RemoteStorageError", "SegmentFormatError", "SliceMismatchError", "UnresolvedTransactionError",
+    "UnsupportedSparkError",
     "decode", "decoder_backend", "read", "register", "scan",
     "cost_report", "estimate", "last_read_stats", "read_history", "describe_read",
 ]

@@ -152,6 +152,24 @@ class SegmentDecryptionError(SegmentFormatError):
         super().__init__(message, location=location, backend=backend)
 
 
+class SliceMismatchError(SegmentFormatError):
+    """A tiered slice did not yield the offsets its plan gave it: its first batch starts after
+    the planned start, a batch lies outside the copy's offsets, or it ends before both the
+    planned end and the copy's end.  The plan's metadata (a catalog snapshot, a listing, a
+    broker's answer) does not match the object, which ``location`` names.  ``planned`` is the
+    slice's ``(start, end)`` (end exclusive), ``copy`` the copy's ``(base, end)`` offsets as the
+    plan has them (end inclusive), ``found`` the ``(first, last)`` offsets of the batch at
+    fault (None: the bytes ended).  Handled as any failed direct read: a fallback to the
+    brokers by ``fetch.remote.fallback``, never a row missing."""
+
+    def __init__(self, message: str, *, planned: tuple[int, int], copy: tuple[int, int],
+                 found: tuple[int, int] | None = None, location: str | None = None, backend: str | None = None):
+        self.planned = planned
+        self.copy = copy
+        self.found = found
+        super().__init__(message, location=location, backend=backend)
+
+
 class StoragePreflightError(KafkaTieredError):
     """The driver's check of remote storage before any task was launched failed for a reason
     that does not heal (unreachable endpoint, access denied, no such bucket, no key for an

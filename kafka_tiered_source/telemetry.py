@@ -181,10 +181,19 @@ def otlp_metrics(totals, *, resource: dict | None = None, prefixes=("",),
     rm.resource.attributes.extend(attrs(resource or {}))
     sm = rm.scope_metrics.add()
     sm.scope.name = "kafka_tiered_source"
-    from . import __version__
-    sm.scope.version = __version__
+    sm.scope.version = _version()
     sm.metrics.extend(metrics)
     return data.SerializeToString()
+
+
+def _version() -> str:
+    """The installed distribution's version, from its metadata (not from the package root,
+    which would import every layer above this one)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("kafka-tiered-source")
+    except PackageNotFoundError:     # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def decode_otlp(payload: bytes) -> list[dict]:

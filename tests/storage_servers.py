@@ -562,5 +562,19 @@ class DictStore(ByteRangeStore):
         return [(k, len(v)) for k, v in list(self._objects().items()) if k.startswith(prefix)]
 
 
+from kafka_tiered_source.storage.fsspec_fetcher import FsspecStore  # noqa: E402
+
+
+class LoggedStore(FsspecStore):
+    """The fsspec store with every ranged GET recorded, ``(key, start, end)``, in :attr:`GETS`
+    (process-wide): what storage was asked for, so a test can tell which object served which
+    offsets without asking the code under test."""
+    GETS: list[tuple[str, int, int | None]] = []
+
+    def get_range(self, key, start, end):
+        LoggedStore.GETS.append((key, start, end))
+        return super().get_range(key, start, end)
+
+
 def rm_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)

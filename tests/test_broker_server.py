@@ -719,3 +719,47 @@ def test_half_written_end_txn_is_completed_on_restart(cluster_factory, tmp_path)
     assert o.last_stable_offset == o.high_watermark == 4
     rows = consume_kafka_python(c2.bootstrap_servers, "half", 0, read_committed=True)
     assert [base64.b64decode(x["value"]) for x in rows] == [b"t0", b"t1", b"t2"]
+
+
+def test_describe_configs_and_offset_for_leader_epoch_fenced_by_the_current_epoch(tiered_cluster):
+    """DescribeConfigs of a topic: Kafka's defaults, what the topic was made with, an override
+    set as kafka-configs sets it; OffsetForLeaderEpoch fenced with the partition's current
+    leader epoch (Partition.localLogWithEpochOrThrow, KIP-320): the project's client, which knew
+    the older epoch, is told FENCED_LEADER_EPOCH, refreshes its metadata and asks again."""
+    from kafka_tiered_source.errors import BrokerError
+    from kafka_tiered_source.protocol.client import BrokerClient
+    from kafka_tiered_source.testing.log import StorageError
+    c = tiered_cluster
+    c.create_topic("cfg", 2, retention_ms=60_000)
+    c.append("cfg", 0, _batch(3))
+    with BrokerClient({"bootstrap.servers": c.bootstrap_servers}) as bc:
+        assert bc.describe_topic_config("cfg", ["retention.ms", "delete.retention.ms", "no.such.key"]) == \
+            {"retention.ms": "60000", "delete.retention.ms": "86400000"}
+        c.set_topic_config("cfg", delete_retention_ms=3_600_000)
+        assert bc.describe_topic_config("cfg", ["delete.retention.ms"]) == {"delete.retention.ms": "3600000"}
+        with pytest.raises(StorageError, match="retention.ms"):
+            c.set_topic_config("cfg", retention_ms=1)      # the broker acts on it: made with the topic
+        with pytest.raises(BrokerError) as info:
+            bc.describe_topic_config("no-such-topic", ["retention.ms"])
+        assert info.value.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+
+        asked = []
+
+        def note(key, req):
+            if key == m.OffsetForLeaderEpochRequest.API_KEY:
+                asked.extend(p.current_leader_epoch for t in req.topics for p in t.partitions)
+        c.hold_answers(note)
+        assert bc.topic("cfg").partitions[0].leader_epoch == 0
+        assert c.bump_leader_epoch("cfg", 0) == 1
+        assert bc.offset_for_leader_epoch("cfg", 0, [0]) == {0: (0, 3)}
+        assert asked == [0, 1]                   # fenced at the old epoch, then asked at the new one
+    R = m.OffsetForLeaderEpochRequest
+    r = Raw(c.port)
+    try:
+        for current, error in ((0, "FENCED_LEADER_EPOCH"), (2, "UNKNOWN_LEADER_EPOCH"), (1, None)):
+            r.send(R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic="cfg", partitions=[
+                R.OffsetForLeaderPartition(partition=0, current_leader_epoch=current, leader_epoch=0)])]), 4)
+            _, resp = r.recv(m.OffsetForLeaderEpochResponse, 4)
+            assert resp.topics[0].partitions[0].error_code == (code_of(error) if error else 0), current
+    finally:
+        r.close()

@@ -8,6 +8,7 @@ under test works on spans and sees the lineage only through OffsetForLeaderEpoch
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -115,7 +116,7 @@ def replay(events) -> PartitionState:
 
 def lineage_of(cache: list, log_start: int, log_end: int, copies) -> Lineage:
     asked = epochs_to_ask(c.leader_epochs for c in copies)
-    return Lineage({e: EpochAnswer(*end_offset_for(cache, e, log_end)) for e in asked}, log_start, log_end)
+    return Lineage({e: EpochAnswer(*end_offset_for(cache, e, log_end)) for e in asked}, log_start)
 
 
 def per_offset(spans, start: int, end: int) -> list:
@@ -255,3 +256,41 @@ def test_invalid_transitions_are_ignored_as_kafka_ignores_them():
     assert state.copies["c0"].state == STARTED
     state.update("nope", FINISHED, (0, 2))          # an update of a copy never seen
     assert list(state.copies) == ["c0"] and state.readable() == []
+
+
+def test_check_cover_sorts_pieces_in_any_order():
+    check_cover("t-0", 0, 100, [_Piece(60, 100), _Piece(0, 40), _Piece(40, 60)])
+    with pytest.raises(PlanningError, match=r"offsets \[40, 50\) are in two pieces"):
+        check_cover("t-0", 0, 100, [_Piece(40, 100), _Piece(0, 50)])
+
+
+def test_a_repeated_copy_started_does_not_replace_a_finished_copy():
+    """RemoteLogMetadataCache.addCopyInProgressSegment checks the transition: FINISHED ->
+    STARTED is refused (the copy stays finished and mapped); STARTED -> STARTED is a retry."""
+    state = replay([("finish", copy(0, 0, 99, [(0, 0)]))])
+    state.add(copy(0, 0, 120, [(0, 0)]))                      # COPY_SEGMENT_STARTED again
+    assert state.copies["c0"].state == FINISHED and state.copies["c0"].end_offset == 99
+    assert [(s, e, c and c.segment_id) for s, e, c in serving(0, 100, state, lineage_of(LINEAGE, 0, 300, state.readable()))] \
+        == [(0, 100, "c0")]
+    state.add(copy(1, 100, 149, [(0, 100)]))
+    state.add(copy(1, 100, 199, [(0, 100)]))                  # a retried STARTED: the later one
+    assert state.copies["c1"].end_offset == 199 and state.copies["c1"].state == STARTED
+    state.update("c1", DELETE_STARTED, (0, 5))
+    state.add(copy(1, 100, 199, [(0, 100)]))                  # DELETE_STARTED -> STARTED: refused
+    assert state.copies["c1"].state == DELETE_STARTED
+
+
+def test_the_epoch_map_serves_finished_copies_only():
+    """A snapshot (shared, not trusted) whose epoch map names a copy that is not finished: its
+    offsets are not served from it."""
+    state = replay([("finish", copy(0, 0, 99, [(0, 0)]))])
+    doc = state.to_dict()
+    doc["copies"][0]["state"] = STARTED
+    edited = PartitionState.from_dict(doc)
+    assert edited.epochs[0].keys == [0] and edited.readable() == []
+    assert serving(0, 100, edited, lineage_of(LINEAGE, 0, 300, [copy(0, 0, 99, [(0, 0)])])) == [(0, 100, None)]
+    doc["copies"][0]["state"] = DELETE_STARTED
+    edited = PartitionState.from_dict(doc)
+    edited.copies["c9"] = replace(edited.copies["c0"], segment_id="c9", state=FINISHED)   # readable, unmapped
+    assert [(s, e, c and c.segment_id) for s, e, c in
+            serving(0, 100, edited, lineage_of(LINEAGE, 0, 300, edited.readable()))] == [(0, 100, "c9")]

@@ -57,7 +57,7 @@ def test_readme_first_screen_says_what_for_whom_and_the_two_commands():
 
 
 @pytest.mark.spark
-def test_each_read_carries_a_job_description_spark_records(fixture_cluster, spark):  # noqa: F811
+def test_each_read_carries_a_job_description_spark_records(fixture_cluster, spark):
     import kafka_tiered_source as kts
     options = {"kafka.bootstrap.servers": fixture_cluster.bootstrap_servers, "subscribe": "orders",
                "remote.storage.fetcher": "fsspec", "remote.storage.fsspec.url": f"file://{fixture_cluster.remote_dir}"}

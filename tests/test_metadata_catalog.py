@@ -60,9 +60,10 @@ def fresh_process(monkeypatch):
 class Topic:
     """A topic written segment by segment: ``values[p]`` are its records' values by offset."""
 
-    def __init__(self, c, name: str, partitions: int = 1):
+    def __init__(self, c, name: str, partitions: int = 1, *, metadata_partition: int | None = None):
         self.c, self.name = c, name
-        c.create_topic(name, partitions)
+        c.create_topic(name, partitions, topic_id=None if metadata_partition is None else
+                       id_on(metadata_partition, c.storage.rlmm.partitions))
         self.values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.start = dict.fromkeys(self.values, 0)
 
@@ -90,10 +91,19 @@ class Topic:
         return {s.segment_id for s in self.c.remote_segments(self.name, p)}
 
 
-def read(c, topic: Topic, cache, *, refresh: bool = False, p: int = 0):
+def id_on(mp: int, partitions: int) -> str:
+    """A topic id whose partition 0's events go to metadata partition ``mp`` (Kafka's partitioner)."""
+    from kafka_tiered_source.ids import random_uuid, uuid_to_str
+    while True:
+        tid = random_uuid()
+        if rlm.metadata_partition(tid, 0, partitions) == mp:
+            return uuid_to_str(tid)
+
+
+def read(c, topic: Topic, cache, *, refresh: bool = False, p: int = 0, bootstrap: str | None = None):
     """Plan ``topic`` through the metadata topic and read it: ``(plan, rows of partition p)``;
     ``cache``: the catalog's snapshot directory (a path, a URL, or "none")."""
-    opts = ReadOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": topic.name,
+    opts = ReadOptions.parse({"kafka.bootstrap.servers": bootstrap or c.bootstrap_servers, "subscribe": topic.name,
                               "remote.storage.uri": f"file://{c.remote_dir}",
                               "remote.segment.locator": "metadata-topic", "fetch.remote.fallback": "never",
                               "remote.log.metadata.cache.dir": str(cache)})
@@ -142,9 +152,16 @@ def test_later_plans_read_only_what_was_written_since(cluster, tmp_path):
     again = last(cluster, t)
     assert (again.start, again.applied, rows) == (first.next_offset, 0, t.rows())
 
-    for p in range(4):        # a topic whose events the catalog passed over: read from the start
+    hw = cluster.offsets(META, 0).high_watermark      # one metadata partition holds every event
+    for p in range(4):
         plan, rows = read(cluster, other, tmp_path, p=p)
-        assert last(cluster, other, p).start == 0 or p > 0
+        replayed = last(cluster, other, p)
+        if p == 0:            # a topic whose events the catalog passed over: read from the start,
+            # replaying both topics' events (two per copy), passing over any other topic's
+            assert (replayed.start, replayed.next_offset) == (0, hw)
+            assert (replayed.applied, replayed.passed) == (2 * 3 + 4 * 2 * 2, hw - 2 * 3 - 4 * 2 * 2)
+        else:                 # followed since: read on from the high watermark, nothing new
+            assert (replayed.start, replayed.next_offset, replayed.applied) == (hw, hw, 0)
         assert rows == other.rows(p) and segments_of(plan, p) == other.tiered(p)
 
     t.tier(2)                                                   # new segments after the catalog read
@@ -515,3 +532,181 @@ def test_a_stream_carries_its_catalog_across_micro_batches_and_restarts(cluster,
             t.tier(1)                                  # history grows between micro-batches
     assert got == t.rows()[: len(got)] and len(got) == 8 + 3 * 4
     assert starts[0] == 0 and all(s > 0 for s in starts[1:])   # later micro-batches read on
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 35: what the catalog holds, trusts and waits for
+def test_a_repeated_copy_started_leaves_the_finished_copy_served(cluster, tmp_path):
+    """A COPY_SEGMENT_STARTED record again for a finished copy (a retried write of the metadata
+    producer): RemoteLogMetadataCache refuses FINISHED -> STARTED, so the copy stays served."""
+    t = Topic(cluster, "started-again")
+    t.tier(2)
+    first = min(cluster.remote_segments(t.name, 0), key=lambda s: s.base_offset)
+    cluster.storage.rlmm.copy_started(first, 0)
+    plan, rows = read(cluster, t, tmp_path)
+    assert rows == t.rows() and segments_of(plan) == t.tiered() and first.segment_id in segments_of(plan)
+
+
+def test_plans_wait_only_for_the_metadata_partitions_they_need(tmp_path):
+    """While the broker holds its answer for metadata partition 0, a plan of a topic on partition
+    1 goes through; a second plan of the topic on partition 0 waits for the first one's read and
+    then reads on from where it ended (one replay of each record)."""
+    import threading
+    from kafka_tiered_source.protocol import messages as m
+    with new_cluster(tmp_path / "c", partitions=2) as c:
+        slow, fast = Topic(c, "slow", metadata_partition=0), Topic(c, "fast", metadata_partition=1)
+        slow.tier(2)
+        fast.tier(2)                                # 4 events in each metadata partition
+        meta_id = c.topic(META).topic_id_bytes
+        held, release = threading.Event(), threading.Event()
+
+        def hold(key, req):
+            if key == m.FetchRequest.API_KEY and any(
+                    (t.topic == META or t.topic_id == meta_id) and any(p.partition == 0 for p in t.partitions)
+                    for t in req.topics):
+                held.set()
+                return release
+            return None
+        c.hold_answers(hold)
+        out: dict = {}
+
+        def plan(name, topic):
+            th = threading.Thread(target=lambda: out.__setitem__(name, read(c, topic, "none")), daemon=True)
+            th.start()
+            return th
+        first = plan("first", slow)
+        try:
+            assert held.wait(30)
+            second, other = plan("second", slow), plan("other", fast)
+            other.join(30)
+            assert "other" in out, "a plan of metadata partition 1 waited for partition 0's broker answer"
+            assert first.is_alive() and second.is_alive()
+        finally:
+            release.set()
+        first.join(60)
+        second.join(60)
+        for name, topic in (("first", slow), ("second", slow), ("other", fast)):
+            plan_, rows = out[name]
+            assert rows == topic.rows() and segments_of(plan_) == topic.tiered(), name
+        again = last(c, slow)                       # the second plan's replay, after the first's
+        assert (again.start, again.applied) == (c.offsets(META, 0).high_watermark, 0) == (4, 0)
+
+
+def test_a_lower_high_watermark_under_a_new_leader_epoch_is_not_truncation(tmp_path, caplog):
+    """A new leader of the metadata partition answers a high watermark below the one seen (it
+    has not learnt the followers' positions yet): OffsetForLeaderEpoch shows the position on its
+    log, so the catalog reads on, and later plans read on from there too."""
+    from test_faults_broker import KafkaProxy, once
+    from kafka_tiered_source.protocol import codec, messages as m
+    with new_cluster(tmp_path / "c", partitions=1) as c:
+        t = Topic(c, "lagging")
+        t.tier(2)
+        read(c, t, "none")
+        position = last(c, t).next_offset
+        assert position == c.offsets(META, 0).high_watermark == 4
+        assert c.bump_leader_epoch(META, 0) == 1
+        meta_id = c.topic(META).topic_id_bytes
+
+        def lagging(key, version, frame):
+            if key != m.FetchRequest.API_KEY:
+                return None
+            cid, resp = codec.decode_response(frame[4:], key, version)
+            hit = [p for r in resp.responses if r.topic == META or r.topic_id == meta_id for p in r.partitions]
+            for p in hit:
+                p.high_watermark = position - 2
+            return ("replace", codec.encode_response(resp, version, cid)) if hit else None
+        proxy = KafkaProxy(c.port)
+        proxy.faults.append(once(lagging))
+        try:
+            with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.planning.catalog"):
+                plan, rows = read(c, t, "none", bootstrap=proxy.bootstrap)
+        finally:
+            proxy.close()
+        assert proxy.faults[0].state["fired"] and not [r for r in caplog.records if RESCAN in r.getMessage()]
+        assert (last(c, t).start, last(c, t).applied) == (position, 0) and rows == t.rows()
+        t.tier(1)
+        plan, rows = read(c, t, "none")
+        assert (last(c, t).start, last(c, t).applied) == (position, 2) and segments_of(plan) == t.tiered()
+
+
+def test_a_compacted_metadata_topics_own_delete_retention_ms_bounds_the_catalogs_age(tmp_path, monkeypatch,
+                                                                                    caplog):
+    """KIP-1266: a snapshot older than the metadata topic's delete.retention.ms (asked with
+    DescribeConfigs: one hour here, not Kafka's default day) is not read on from; nor is one
+    whose topic's delete.retention.ms cannot be read (a broker without DescribeConfigs)."""
+    from kafka_tiered_source.planning import catalog as module
+    with new_cluster(tmp_path / "c", partitions=1, kip1266=True) as c:
+        t = Topic(c, "tombstoned")
+        t.tier(2)
+        cache = tmp_path / "cache"
+        read(c, t, cache)
+        c.set_topic_config(META, delete_retention_ms=3_600_000)
+        clock = module._now_ms
+        for hours, rescan in ((0.5, False), (2.5, True), (0, "unreadable")):
+            monkeypatch.setattr(module, "_now_ms", lambda h=hours: clock() + int(h * 3_600_000))
+            if rescan == "unreadable":
+                server = c._server
+                monkeypatch.setattr(server, "advertised", {k: v for k, v in server.advertised.items() if k != 32})
+            CATALOGS.clear()
+            t.tier(1)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.planning.catalog"):
+                plan, rows = read(c, t, cache)
+            warned = [r.getMessage() for r in caplog.records if RESCAN in r.getMessage()]
+            assert rows == t.rows() and segments_of(plan) == t.tiered()
+            assert (last(c, t).start == 0) == bool(rescan) and len(warned) == int(bool(rescan)), (hours, warned)
+            if rescan is True:
+                assert "delete.retention.ms=3600000" in warned[0]
+            elif rescan:
+                assert "delete.retention.ms could not be read" in warned[0] and "UNSUPPORTED_VERSION" in warned[0]
+
+
+@pytest.mark.parametrize("policy", ["auto", "never"])
+def test_a_shared_snapshot_wrong_about_copies_offsets_never_reads_wrong_rows(cluster, tmp_path, policy, caplog):
+    """A sound snapshot (checksum and all) in a shared directory that says the first two copies
+    hold each other's offsets: the plan reads [0, 4) from the object holding 4-7 and [4, 8) from
+    the one holding 0-3.  The read-time check finds the batches are not the offsets planned:
+    those slices fall back to the brokers (auto) or fail naming the object and the offsets
+    (never).  No row is missing, none is read twice."""
+    from kafka_tiered_source.errors import SliceMismatchError
+    t = Topic(cluster, f"wrong-snapshot-{policy}")
+    t.tier(3)                                         # copies [0, 3], [4, 7], [8, 11]
+    read(cluster, t, tmp_path)
+    path = snapshot_path(cluster, t, tmp_path)
+    doc = parse(open(path, "rb").read())
+    (mine,) = [p for p in doc["state"]["partitions"] if p["topic_id"] == t.topic_id]
+    a, b = sorted(mine["copies"], key=lambda cp: cp["start_offset"])[:2]
+    (a_start, a_end), (b_start, b_end) = (a["start_offset"], a["end_offset"]), (b["start_offset"], b["end_offset"])
+    a["start_offset"], a["end_offset"], a["leader_epochs"] = b_start, b_end, [[0, b_start]]
+    b["start_offset"], b["end_offset"], b["leader_epochs"] = a_start, a_end, [[0, a_start]]
+    ids = mine["epochs"]["0"]["ids"]
+    ids[0], ids[1] = ids[1], ids[0]
+    with open(path, "wb") as f:
+        f.write(seal(doc))
+    CATALOGS.clear()                                  # another process finds the shared snapshot
+    opts = ReadOptions.parse({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": t.name,
+                              "remote.storage.uri": f"file://{cluster.remote_dir}",
+                              "remote.segment.locator": "metadata-topic", "fetch.remote.fallback": policy,
+                              "remote.log.metadata.cache.dir": str(tmp_path)})
+    plan = planning.plan(opts)
+    assert last(cluster, t).start > 0                  # read on from the snapshot, which it trusted
+    assert [(r.offset_start, r.offset_end, r.segment.segment_id) for r in plan.remote_ranges] == \
+        [(0, 4, b["segment_id"]), (4, 8, a["segment_id"]), (8, 12, sorted(t.tiered() - {a["segment_id"], b["segment_id"]})[0])]
+    if policy == "never":
+        with pytest.raises(SliceMismatchError) as info:
+            read_tasks(opts, plan.tasks)
+        msg = str(info.value)
+        assert f"slice [0, 4) of tiered copy {b['segment_id']} [0, 3]" in msg and "[4, 7]" in msg, msg
+        assert info.value.location and b["segment_id"] in info.value.location
+        assert (info.value.planned, info.value.copy, info.value.found) == ((0, 4), (0, 3), (4, 7))
+        return
+    with caplog.at_level(logging.WARNING, logger="kafka_tiered_source.executor"):
+        batches, totals = read_tasks(opts, plan.tasks)
+    rows = [(o, v) for bt in batches for o, v in zip(bt.column("offset").to_pylist(), bt.column("value").to_pylist(),
+                                                     strict=True)]
+    assert rows == t.rows()
+    # the first slice fails the check; as after any failed direct read, the rest of the
+    # partition goes through the brokers
+    assert dict(totals.fallback_reasons) == {"slice mismatch: the object's batches are not the offsets planned": 1}
+    (warned,) = [r.getMessage() for r in caplog.records if "does not hold the offsets planned" in r.getMessage()]
+    assert f"slice [0, 4) of tiered copy {b['segment_id']} [0, 3]" in warned and "offsets [4, 7]" in warned

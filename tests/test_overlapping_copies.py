@@ -8,12 +8,16 @@ task runs); Spark itself is in test_histories.py."""
 from __future__ import annotations
 
 import logging
+import os
+import re
+import struct
 
 import pytest
 
 from broker_fixtures import consume_kafka_python
 from histories import History, rows_of
 from spark_helpers import read_tasks
+from storage_servers import LoggedStore
 
 from kafka_tiered_source import planning
 from kafka_tiered_source.errors import OfflinePlanningError, PlanningError
@@ -29,8 +33,10 @@ REMOTE_BYTES = "remote_fetch_bytes_total"
 @pytest.fixture(scope="module")
 def today(tmp_path_factory):
     base = tmp_path_factory.mktemp("overlaps")
+    # every batch but a segment's first in its offset index: a slice's GET starts at most one
+    # batch before the slice and ends with it, so the GETs tell which copy served which offsets
     with EmbeddedCluster(str(base / "data"), remote_storage=f"file://{base}/remote", kip1248=False,
-                         remote_log_metadata_partitions=3) as c:
+                         remote_log_metadata_partitions=3, index_interval_bytes=1) as c:
         c.remote_dir = str(base / "remote")
         yield c
 
@@ -52,11 +58,37 @@ def options(c, topic, iso="read_uncommitted", locator="auto", **extra) -> ReadOp
                               "remote.storage.layout": getattr(c, "layout", "aiven"), **extra})
 
 
-def read(c, topic, iso, locator):
-    opts = options(c, topic, iso, locator)
+def read(c, topic, iso, locator, **extra):
+    opts = options(c, topic, iso, locator, **extra)
     plan = planning.plan(opts)
+    LoggedStore.GETS.clear()                 # what the read asks of storage, not the planner
     batches, totals = read_tasks(opts, plan.tasks)
     return plan, rows_of(batches, topic), totals
+
+
+def served_by_gets(c, topic, end: int) -> list[tuple[int, int, str]]:
+    """``(start, end, segment id)``: which copy served which offsets of ``topic`` below ``end``
+    (where the brokers take over), from what the last :func:`read` asked storage for.  A slice
+    is read from where it starts to its copy's last byte, so each ``.log`` GET marks where a
+    copy began to serve: its first byte 0 is the copy's base offset, any other position is an
+    offset-index entry's batch, whose last offset + 1 is where the slice starts (the index
+    holds every batch but the first: ``index_interval_bytes=1``).  A copy serves from there to
+    where the next one begins.  The batches are walked in the object itself (baseOffset at 0,
+    batchLength at 8, lastOffsetDelta at 23)."""
+    starts = []
+    for key, start, _ in LoggedStore.GETS:
+        if not key.startswith(f"{topic}-") or not key.endswith(".log"):
+            continue
+        sid = re.search(r"-([A-Za-z0-9_-]{22})\.log$", key).group(1)
+        base = int(re.search(r"/(\d{20})-", key).group(1))
+        if start == 0:
+            starts.append((base, sid))
+            continue
+        data = open(os.path.join(c.remote_dir, key), "rb").read()
+        (first, delta) = struct.unpack_from(">q", data, start)[0], struct.unpack_from(">i", data, start + 23)[0]
+        starts.append((first + delta + 1, sid))
+    starts.sort()
+    return [(s, nxt, sid) for (s, sid), nxt in zip(starts, [s for s, _ in starts[1:]] + [end], strict=True)]
 
 
 def three_segments(c, topic, rolls=(100, 200), **topic_config) -> History:
@@ -104,28 +136,35 @@ def upload(c, h, start, end):
     return c.upload_segment_copy(h.topic, 0, h.data_between(start, end), live=True)
 
 
-# the cases of issue 24: (rolls, copies uploaded after tiering)
+# the cases of issue 24: (rolls, copies uploaded after tiering, which copy serves which offsets
+# by RemoteLogMetadataCache's rule: "t<base>" the tiered copy starting there, "u<i>" upload i)
 CASES = {
-    "partial overlap": ((100, 200), [(50, 149)]),
-    "a copy inside another": ((200,), [(50, 99)]),
-    "a copy spanning two": ((100, 200), [(0, 199)]),
-    "two overlapping new copies": ((100, 200), [(50, 149), (120, 199)]),
-    "duplicates": ((100, 200), [(100, 199), (0, 99)]),
+    # finishing last, [50, 149] takes 50-99 from [0, 99]; [100, 199] reaches further, keeps its own
+    "partial overlap": ((100, 200), [(50, 149)], [(0, 50, "t0"), (50, 100, "u0"), (100, 200, "t100")]),
+    # the inner copy's part ends at 99; Kafka's look-up finds nothing for 100-199, the outer holds them
+    "a copy inside another": ((200,), [(50, 99)], [(0, 50, "t0"), (50, 100, "u0"), (100, 200, "t0")]),
+    # reaching as far as every copy before it, [0, 199] displaces both
+    "a copy spanning two": ((100, 200), [(0, 199)], [(0, 200, "u0")]),
+    "two overlapping new copies": ((100, 200), [(50, 149), (120, 199)],
+                                   [(0, 50, "t0"), (50, 100, "u0"), (100, 120, "t100"), (120, 200, "u1")]),
+    # each duplicate replaces the copy at its start offset
+    "duplicates": ((100, 200), [(100, 199), (0, 99)], [(0, 100, "u1"), (100, 200, "u0")]),
 }
 
 
 @pytest.mark.decoder
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_offset_exactly_once_when_copies_overlap(today, case):
-    rolls, uploads = CASES[case]
+    rolls, uploads, serves = CASES[case]
     topic = "case-" + case.replace(" ", "-")
     h = three_segments(today, topic, rolls)
-    for s, e in uploads:
-        upload(today, h, s, e)
+    ids = {f"t{m.base_offset}": m.segment_id for m in today.remote_segments(topic, 0)}
+    ids.update({f"u{i}": upload(today, h, s, e).segment_id for i, (s, e) in enumerate(uploads)})
     for locator in LOCATORS:
         for iso in ISOLATION:
             before = today.storage.metrics.get(REMOTE_BYTES)
-            plan, got, totals = read(today, topic, iso, locator)
+            plan, got, totals = read(today, topic, iso, locator, **{"remote.storage.fetcher.class":
+                                                                   "storage_servers:LoggedStore"})
             want = h.expected(committed=iso == "read_committed")
             assert got == want, (locator, iso, len(got), len(want))
             assert plan.locators[(topic, 0)] == ("metadata-topic" if locator == "auto" else locator)
@@ -133,6 +172,10 @@ def test_every_offset_exactly_once_when_copies_overlap(today, case):
             # every tiered offset read directly: no tiered byte went through the broker
             assert today.storage.metrics.get(REMOTE_BYTES) == before, (locator, iso)
             assert [r.offset_end for r in plan.broker_ranges] == [250]
+            if locator == "listing":     # it cannot know the order copies finished in
+                continue
+            # what storage was asked for: each offset from the copy Kafka's rule picks
+            assert served_by_gets(today, topic, 200) == [(s, e, ids[ref]) for s, e, ref in serves], (locator, iso)
 
 
 def test_a_copy_finishing_inside_another_is_read_where_kafkas_own_lookup_fails(today):
@@ -166,7 +209,11 @@ def test_a_hole_between_copies_goes_to_the_broker_which_says_why(today):
     with pytest.raises(BrokerError) as info:      # the broker serves it, or says why
         read_tasks(options(today, topic), plan.tasks)
     assert info.value.error_name == "OFFSET_OUT_OF_RANGE"
-    assert len(h.expected(committed=False)) == 249
+    # the offsets before the hole: read from the copy that holds them
+    before = options(today, topic, endingOffsets='{"hole": {"0": 100}}')
+    plan = planning.plan(before)
+    assert [(r.offset_start, r.offset_end) for r in plan.remote_ranges] == [(0, 100)] and not plan.broker_ranges
+    assert rows_of(read_tasks(before, plan.tasks)[0], topic) == h.expected(committed=False, end=100)
 
 
 @pytest.mark.decoder

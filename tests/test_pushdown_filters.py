@@ -150,3 +150,25 @@ def test_where_errors(where, message):
     with pytest.raises(ConfigError, match=message) as err:
         parse_where(where, time_zone="UTC")
     assert err.value.option == "where"
+
+
+def test_segments_the_timestamp_bound_leaves_out_say_why():
+    from kafka_tiered_source.planning.filters import skip_segments
+    from kafka_tiered_source.planning.packing import SegmentSlice
+    from kafka_tiered_source.storage.segment import RemoteSegment
+    flt, _ = RowFilter.of_spark([sds.GreaterThanOrEqual(("timestamp",), T)])
+    bound = int(T.timestamp() * 1000)
+
+    def piece(i: int, top: int) -> SegmentSlice:
+        seg = RemoteSegment("t", "AAAAAAAAAAAAAAAAAAAAAA", 0, f"s{i}", 10 * i, 10 * i + 9, 100, max_timestamp=top)
+        return SegmentSlice(seg, 10 * i, 10 * i + 10)
+    pieces = [piece(0, bound - 1), piece(1, -1), piece(2, bound), piece(3, bound - 5)]
+    kept, skipped = skip_segments(pieces, flt, read_committed=False)
+    assert kept == [pieces[2]] and [p for p, _ in skipped] == [pieces[0], pieces[1], pieces[3]]
+    older, empty, later = (why for _, why in skipped)
+    assert f"every record of segment s0 is older (max timestamp {bound - 1})" in older
+    assert "segment s1 holds no record with a timestamp" in empty and "older" not in empty
+    assert f"max timestamp {bound - 5}" in later
+    # read_committed cannot leave holes: only the leading ones go
+    kept, skipped = skip_segments(pieces, flt, read_committed=True)
+    assert kept == pieces[2:] and [p for p, _ in skipped] == pieces[:2]

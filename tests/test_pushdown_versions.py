@@ -55,7 +55,7 @@ def expected(version: str) -> list[dict]:
             {"conf": "false", "pushFilters": "true", **refused}]
 
 
-def test_auto_agrees_with_the_spark_setting_on_every_supported_pyspark(spark, cluster):  # noqa: F811
+def test_auto_agrees_with_the_spark_setting_on_every_supported_pyspark(spark, cluster):
     opts = options(cluster)
     env = {**os.environ, **spark_env()}
     runs = {}

@@ -25,8 +25,9 @@ import time
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, RemoteStorageError,
-                      SegmentDecryptionError)
+                      SegmentDecryptionError, SliceMismatchError)
 from .prefetch import PrefetchClosed, RangePrefetcher
+from .slices import SliceCheck
 
 if TYPE_CHECKING:
     from ..protocol.client import BrokerClient
@@ -187,6 +188,7 @@ class TaskReader:
         whole range.  A batch cut by a part boundary is carried into the next part."""
         from ..records import decode_batches
         seg = r.segment
+        check = SliceCheck(r, *self._object_of(seg))
         self.metrics.count(ranges_remote=1)
         reached = r.offset_start      # every record below this has been returned
         pos = r.byte_start            # segment position of the first byte not yet decoded
@@ -209,8 +211,8 @@ class TaskReader:
                                              start_offset=r.offset_start, end_offset=r.offset_end,
                                              filter=flt, include_headers=self.options.include_headers,
                                              position=pos)
-                        self.metrics.count(broker_equivalent_bytes=_batch_bytes(
-                            memoryview(buf)[:res.consumed], r.offset_start, r.offset_end))
+                        # the batches must be where the plan put them before any row goes out
+                        self.metrics.count(broker_equivalent_bytes=check.walk(buf, res.consumed, res.done))
                         for b in self._kept(res.batches):
                             if b.num_rows:
                                 self.metrics.count(records=b.num_rows)
@@ -221,6 +223,8 @@ class TaskReader:
                             return None
                         pos += res.consumed
                         carry = bytes(memoryview(buf)[res.consumed:])
+        except SliceMismatchError as exc:
+            return self._fallback(r, reached, exc, SLICE_MISMATCH)
         except RemoteStorageError as exc:
             return self._fallback(r, reached, exc)
         finally:
@@ -234,9 +238,19 @@ class TaskReader:
             return None
         # The hinted bytes did not hold the offsets they were said to hold: an object smaller
         # than the hint, or a hint that ends too early.  The broker can still serve them.
-        short = (f"direct read of {seg!r} bytes [{r.byte_start}, {r.byte_end}) ended at offset "
-                 f"{reached}, before {r.offset_end} (got {received} bytes)")
-        return self._fallback(r, reached, KafkaTieredError(short), SHORT_READ)
+        return self._fallback(r, reached, check.short(reached, received), SHORT_READ)
+
+    def _object_of(self, seg) -> tuple[str | None, str | None]:
+        """The segment's ``.log`` object, secret-free, and the backend, for errors: what the
+        fetcher's layout names (None where a fetcher has no layout or cannot name it)."""
+        fetcher = self.fetcher
+        layout, backend = getattr(fetcher, "layout", None), getattr(fetcher, "backend", None)
+        if layout is None or not hasattr(fetcher, "location"):
+            return None, backend
+        try:
+            return fetcher.location(layout.log_key(seg)), backend
+        except KafkaTieredError:          # e.g. no presigned URL: the read itself will say so
+            return None, backend
 
     def _kept(self, batches):
         """The batches with only the rows the pushed-down filters keep (filters on Kafka's
@@ -354,6 +368,7 @@ class TaskReader:
 
 ALWAYS = "fetch.remote.fallback=always"
 SHORT_READ = "short read: the object held fewer bytes than planned"
+SLICE_MISMATCH = "slice mismatch: the object's batches are not the offsets planned"
 
 
 def fallback_reason(exc: Exception) -> str:
@@ -394,18 +409,6 @@ def _stitched(carry: bytes, piece):
         if 0 < rest <= len(piece):
             return b"".join((carry, piece[:rest])), piece[rest:]
     return (b"".join((carry, piece)),)
-
-
-def _batch_bytes(data, offset_start: int, offset_end: int) -> int:
-    """Bytes of the complete batches in ``data`` holding offsets in ``[offset_start,
-    offset_end)``: what a broker sends for those offsets (it serves whole batches, aborted and
-    control ones included)."""
-    from ..records.header import iter_headers
-    try:
-        return sum(h.size for h in iter_headers(data)
-                   if h.last_offset >= offset_start and h.base_offset < offset_end)
-    except ValueError:   # a corrupt length: decode_batches has reported it already
-        return 0
 
 
 def backend_name(options) -> str:

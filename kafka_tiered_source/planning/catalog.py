@@ -15,24 +15,41 @@ that was read — the partition's leader epoch, the leader epoch of the last bat
 start offset and high watermark.  Before reading on from a position:
 
 * a new leader epoch: the last batch's epoch must still end at or after the position on the
-  new leader (OffsetForLeaderEpoch, as Kafka's consumer validates its position after a
-  leadership change, KIP-320); else the log was truncated under the position;
+  new leader (OffsetForLeaderEpoch, fenced with the leader epoch the client knows, as Kafka's
+  consumer validates its position after a leadership change, KIP-320); else the log was
+  truncated under the position.  That answer is the proof: a new leader's high watermark may
+  lag behind the old one's for a moment (it learns the followers' positions from their next
+  fetches), so under a new leader epoch a lower high watermark, even one below the position,
+  means "nothing to read yet", not truncation;
 * the first answer's log start offset must not be past the position (records deleted unread),
-  and its high watermark not below the position nor the one seen before (truncation);
+  and under the same leader epoch its high watermark not below the one seen before (a leader's
+  high watermark never goes down: truncation);
 * the metadata topic deleted and made again has another topic id: another catalog;
 * a compacted metadata topic (KIP-1266: keyed records) drops a deleted copy's tombstones
-  ``delete.retention.ms`` after cleaning (24 hours by Kafka's default), and with them the last
-  sign that the copy is gone: a position read longer ago than that is not read on from.
+  ``delete.retention.ms`` after cleaning, and with them the last sign that the copy is gone: a
+  position read longer ago than that is not read on from.  The value is the metadata topic's
+  own, asked with DescribeConfigs (once per follow); where it cannot be read (no
+  DESCRIBE_CONFIGS permission, a broker without the API) the partition is read from its start.
 
 Where continuity cannot be proven the partition is read again from its start, with a warning.
 A topic deleted and made again under the same name has another topic id, so its copies are
 never the old topic's.
 
+**Locks.**  Each metadata partition has a lock of its own, held while that partition is
+checked, replayed and snapshotted; no lock covers two partitions, so a slow broker answer for
+one metadata partition delays only the plans that need that partition.  A second
+plan that needs a partition while another reads it waits for that read, then reads on from
+where it ended (usually one Fetch that finds nothing new): two replays from one position would
+fetch the same records twice, and one of the two would be thrown away.  The Metadata request
+that names the leaders is made before any lock is taken.
+
 Catalogs live in the process (:data:`CATALOGS`: repeated plans, a stream's micro-batches) and,
 between processes, as snapshots (:mod:`.catalog_snapshots`: Spark plans a Python data source in
 worker processes, and tomorrow's backfill starts a new driver).  A snapshot that is corrupt,
 from another log, or from a log that moved on in a way that cannot be proven continuous is
-dropped with a warning and the partition rescanned: a plan is never made from it.
+dropped with a warning and the partition rescanned: a plan is never made from it.  A sound one
+is trusted for where copies are; the reader checks each slice's bytes against it
+(``executor/slices.py``; docs/catalog-trust.md says what that covers).
 """
 from __future__ import annotations
 
@@ -52,8 +69,8 @@ from .remote_log_state import PartitionState, RemoteLogState
 log = logging.getLogger(__name__)
 
 
-# Kafka's default delete.retention.ms: how long a compacted topic keeps a tombstone after cleaning.
-TOMBSTONE_RETENTION_MS = 24 * 3600 * 1000
+# The topic config that says how long a compacted topic keeps a tombstone after cleaning.
+DELETE_RETENTION = "delete.retention.ms"
 # A snapshot that only moved on is written at most this often (a stream plans every few seconds,
 # and a topic of many copies makes a large snapshot); one made by reading from the start is
 # written at once.  An older snapshot costs the next process the records since, nothing else.
@@ -109,7 +126,8 @@ class MetadataCatalog:
         self.topic_id = topic_id
         self.partitions = partitions
         self._parts: dict[int, _Part] = {}
-        self._lock = threading.Lock()
+        self._locks: dict[int, threading.Lock] = {}     # one per metadata partition
+        self._locks_lock = threading.Lock()             # guards _locks only: never held across I/O
         #: the last replay of each metadata partition: where it began and ended, what it read
         self.last: dict[int, Replayed] = {}
 
@@ -120,6 +138,13 @@ class MetadataCatalog:
     def metadata_partition(self, topic_id: str, partition: int) -> int:
         return rlm.metadata_partition(uuid_from_str(topic_id), partition, self.partitions)
 
+    def _lock(self, mp: int) -> threading.Lock:
+        with self._locks_lock:
+            lock = self._locks.get(mp)
+            if lock is None:
+                lock = self._locks[mp] = threading.Lock()
+            return lock
+
     def position(self, mp: int) -> int | None:
         """The next offset the catalog reads of metadata partition ``mp`` (None: not read)."""
         part = self._parts.get(mp)
@@ -128,8 +153,9 @@ class MetadataCatalog:
     def partition(self, topic_id: str, partition: int) -> PartitionState:
         """A copy of what the catalog replayed of ``(topic_id, partition)`` (later follows do
         not change it under a plan that uses it)."""
-        with self._lock:
-            part = self._parts.get(self.metadata_partition(topic_id, partition))
+        mp = self.metadata_partition(topic_id, partition)
+        with self._lock(mp):
+            part = self._parts.get(mp)
             return (part.state.partition(topic_id, partition) if part else PartitionState()).copy()
 
     # -- following
@@ -145,12 +171,13 @@ class MetadataCatalog:
             return
         leaders = client.topic(self.topic).partitions
         store = snapshots if self.cluster_id else None
-        with self._lock:
-            for mp in sorted(wanted):
-                leader = leaders.get(mp)
+        retention = _Retention(client, self.topic)
+        for mp in sorted(wanted):          # one partition's lock at a time: no lock order to keep
+            leader = leaders.get(mp)
+            with self._lock(mp):
                 try:
                     self._follow(client, mp, wanted[mp], leader.leader_epoch if leader is not None else -1,
-                                 store, refresh)
+                                 store, refresh, retention)
                 except BaseException:
                     # a replay cut short (a broker error, a corrupt record) may have applied part
                     # of what it read: forget the partition rather than apply that part twice
@@ -158,7 +185,7 @@ class MetadataCatalog:
                     raise
 
     def _follow(self, client: Any, mp: int, wanted: set[str], leader_epoch: int, store: SnapshotStore | None,
-                refresh: bool) -> None:
+                refresh: bool, retention: "_Retention") -> None:
         where = f"{self.topic}-{mp}"
         part = None if refresh else self._parts.get(mp)
         source = "this process's catalog"
@@ -175,17 +202,24 @@ class MetadataCatalog:
             log.info("kafka-tiered: reading %s from its start for %d more topic(s) (the records of "
                      "topics not followed before were passed over)", where, len(wanted - set(part.follow.topics)))
             part = None
+        proven = False      # the position shown to be on a new leader's log (OffsetForLeaderEpoch)
         if part is not None:
-            why = self._diverged(client, mp, part, leader_epoch)
+            why = self._diverged(client, mp, part, leader_epoch, retention)
             if why is not None:
                 _rescan(where, source, why)
                 part = None
+            elif leader_epoch != part.follow.leader_epoch:
+                proven = part.follow.last_epoch >= 0 and part.state.positions.get(mp) is not None
+                # a fenced OffsetForLeaderEpoch may have refreshed the client's metadata
+                info = client.topic(self.topic).partitions.get(mp)
+                leader_epoch = info.leader_epoch if info is not None else leader_epoch
         ids = {uuid_from_str(t) for t in topics}
         r: Replayed | None = None
         if part is not None:
             try:
                 r = replay(client, self.topic, mp, part.state, ids, start=part.state.positions.get(mp),
-                           last_epoch=part.follow.last_epoch, high_watermark=part.follow.high_watermark)
+                           last_epoch=part.follow.last_epoch,
+                           high_watermark=-1 if proven else part.follow.high_watermark, proven=proven)
             except Discontinuity as exc:
                 _rescan(where, source, str(exc))
         fresh = r is None or part is None
@@ -214,14 +248,20 @@ class MetadataCatalog:
                 part.written[loc] = now
                 part.current.add(loc)
 
-    def _diverged(self, client: Any, mp: int, part: _Part, leader_epoch: int) -> str | None:
+    def _diverged(self, client: Any, mp: int, part: _Part, leader_epoch: int,
+                  retention: "_Retention") -> str | None:
         """Why the log of ``mp`` may no longer be the one read up to the position: a leadership
         change that truncated it, or a compacted topic read too long ago (None: it is)."""
         f, position = part.follow, part.state.positions.get(mp)
-        age = _now_ms() - f.read_ms
-        if f.keyed and age > TOMBSTONE_RETENTION_MS:
-            return (f"it is compacted (KIP-1266) and was read {age / 3_600_000:.1f} h ago: tombstones of copies "
-                    f"deleted since may be gone (kept {TOMBSTONE_RETENTION_MS // 3_600_000} h by default)")
+        if f.keyed:
+            kept, why_not = retention.ms()
+            age = _now_ms() - f.read_ms
+            if kept is None:
+                return (f"it is compacted (KIP-1266) and its {DELETE_RETENTION} could not be read ({why_not}): "
+                        f"tombstones of copies deleted since it was read may be gone")
+            if age > kept:
+                return (f"it is compacted (KIP-1266) and was read {age / 3_600_000:.1f} h ago: tombstones of copies "
+                        f"deleted since may be gone ({DELETE_RETENTION}={kept}, {kept / 3_600_000:.1f} h)")
         if leader_epoch == f.leader_epoch or f.last_epoch < 0 or position is None:
             return None
         try:
@@ -276,6 +316,26 @@ class MetadataCatalog:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class _Retention:
+    """The metadata topic's ``delete.retention.ms``, asked with DescribeConfigs at most once per
+    follow and only when a compacted partition is read on from: ``ms()`` is ``(value, None)``
+    or ``(None, why it could not be read)``."""
+
+    def __init__(self, client: Any, topic: str):
+        self.client, self.topic = client, topic
+        self._answer: tuple[int | None, str | None] | None = None
+
+    def ms(self) -> tuple[int | None, str | None]:
+        if self._answer is None:
+            try:
+                raw = self.client.describe_topic_config(self.topic, [DELETE_RETENTION]).get(DELETE_RETENTION)
+                self._answer = (int(raw), None) if raw is not None and raw.lstrip("-").isdigit() and int(raw) >= 0 \
+                    else (None, f"the broker answered {raw!r}")
+            except BrokerError as exc:
+                self._answer = (None, str(exc))
+        return self._answer
 
 
 def _rescan(where: str, source: str, why: str) -> None:

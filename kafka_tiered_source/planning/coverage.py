@@ -23,9 +23,6 @@ offset for that epoch is the greatest one <= ``o`` in the epoch's offset map
   end at the next local segment's base offset - 1, so compaction never leaves a hole between
   copies (a compacted tail is inside the copy that ends there).
 
-Without a lineage (no broker: the ``listing`` locator offline) each copy serves its whole range
-and, of copies holding the same offset, the one with the greatest start.
-
 **The invariant.**  :func:`check_cover`: every offset of ``[start, end)`` is in exactly one
 piece (a slice of a tiered copy inside that copy, or a broker range) or in an
 :class:`Exclusion` (a pushed-down filter proved no record of a segment can match).  Anything
@@ -57,7 +54,7 @@ class Exclusion:
     reason: str
 
 
-def serving(start: int, end: int, state: PartitionState, lineage: Lineage | None) -> list[Served]:
+def serving(start: int, end: int, state: PartitionState, lineage: Lineage) -> list[Served]:
     """``[start, end)`` as contiguous spans, each served by one copy of ``state`` or (None) by
     the broker; see the module doc for the rule."""
     if start >= end:
@@ -65,9 +62,6 @@ def serving(start: int, end: int, state: PartitionState, lineage: Lineage | None
     readable = state.readable()
     if not readable:
         return [(start, end, None)]
-    if lineage is None:
-        ivs: list[tuple] = [(c.start_offset, c.end_offset + 1, (c.start_offset, c.order), c) for c in readable]
-        return _filled(start, end, _strongest(start, end, ivs))
     out: list[Served] = []
     fallback: dict[int, list] = {}
     epochs = {e for c in readable for e, _ in c.leader_epochs}
@@ -97,8 +91,13 @@ def serving_all(client, prs: Sequence, states: dict, *, past_end: bool = False) 
     lineages = ask_lineages(client, {
         key: (pr.log_start, [c.leader_epochs for c in states[key].readable()])
         for key, pr in keyed if pr.start < pr.end and states[key].readable()})
-    return {key: serving(pr.start, max(pr.end, pr.latest) if past_end and pr.start < pr.end else pr.end,
-                         states[key], lineages.get(key)) for key, pr in keyed}
+    # a partition without a lineage was not asked: its range is empty or no copy is readable
+    out = {}
+    for key, pr in keyed:
+        stop = max(pr.end, pr.latest) if past_end and pr.start < pr.end else pr.end
+        out[key] = (serving(pr.start, stop, states[key], lineages[key]) if key in lineages
+                    else _filled(pr.start, stop, ()))
+    return out
 
 
 def split_at(spans: Sequence[tuple], offset: int) -> tuple[list, list]:
@@ -141,7 +140,7 @@ def _mapped(state: PartitionState, epoch: int, lo: int, hi: int) -> list[Served]
     i = max(bisect_right(keys, lo) - 1, 0)
     while i < len(keys) and keys[i] < hi:
         copy = state.copies.get(ids[i])
-        if copy is not None:
+        if copy is not None and copy.readable:    # RemoteLogMetadataCache serves finished copies only
             nxt = keys[i + 1] if i + 1 < len(keys) else hi
             s, e = max(keys[i], lo), min(nxt, copy.epoch_end(epoch) + 1, hi)
             if s < e:
@@ -225,10 +224,8 @@ def check_cover(where: str, start: int, end: int, pieces: Sequence, exclusions: 
     """Every offset of ``[start, end)`` in exactly one of ``pieces`` (objects with
     ``offset_start``/``offset_end``; tiered slices with a ``segment`` must lie inside it) or
     ``exclusions``; else a PlanningError naming ``where`` (topic-partition) and the offsets."""
-    items = [(p.offset_start, p.offset_end, p) for p in pieces]
-    if exclusions:
-        items += [(x.start, x.end, x) for x in exclusions]
-        items.sort(key=lambda t: (t[0], t[1]))
+    items = [(p.offset_start, p.offset_end, p) for p in pieces] + [(x.start, x.end, x) for x in exclusions]
+    items.sort(key=lambda t: (t[0], t[1]))
     pos = start
     for s, e, item in items:
         if e < s:

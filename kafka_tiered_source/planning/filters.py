@@ -385,23 +385,30 @@ def narrow_ranges(ranges: list, row_filter: RowFilter | None, offsets_for_times=
     return out
 
 
-def skip_segments(pieces: list, row_filter: RowFilter | None, *, read_committed: bool) -> list:
+def skip_segments(pieces: list, row_filter: RowFilter | None, *,
+                  read_committed: bool) -> tuple[list, list[tuple[Any, str]]]:
     """A partition's located pieces without the tiered slices whose segment's max timestamp is
-    known and below the filter's lower bound on ``timestamp``: none of their records can match.
-    read_committed drops only leading ones (the range then starts later, which is safe):
-    its reader must see every transaction marker between its first offset and its last, so its
-    ranges cannot have holes."""
+    known and below the filter's lower bound on ``timestamp`` (none of their records can match),
+    and the slices left out with why.  read_committed drops only leading ones (the range then
+    starts later, which is safe): its reader must see every transaction marker between its
+    first offset and its last, so its ranges cannot have holes."""
     from .packing import SegmentSlice
     ts_ms = row_filter.timestamp_from_ms() if row_filter else None
     if ts_ms is None or not pieces:
-        return pieces
+        return pieces, []
     out: list = []
+    skipped: list[tuple[Any, str]] = []
     for p in pieces:
         top = getattr(p.segment, "max_timestamp", None) if isinstance(p, SegmentSlice) else None
         if top is not None and -1 <= top < ts_ms and not (read_committed and out):
-            log.info("%s-%d: segment %s [%d, %d] skipped: its max timestamp %d is below %d",
-                     p.segment.topic, p.segment.partition, p.segment.segment_id,
-                     p.segment.base_offset, p.segment.end_offset, top, ts_ms)
+            # Kafka's segments say -1 (RecordBatch.NO_TIMESTAMP) when they hold no record
+            why = (f"pushed-down filter timestamp >= {ts_ms}: segment {p.segment.segment_id} holds no "
+                   f"record with a timestamp (max timestamp -1)" if top < 0 else
+                   f"pushed-down filter timestamp >= {ts_ms}: every record of segment "
+                   f"{p.segment.segment_id} is older (max timestamp {top})")
+            log.info("%s-%d: segment %s [%d, %d] skipped (%s)", p.segment.topic, p.segment.partition,
+                     p.segment.segment_id, p.segment.base_offset, p.segment.end_offset, why)
+            skipped.append((p, why))
             continue
         out.append(p)
-    return out
+    return out, skipped

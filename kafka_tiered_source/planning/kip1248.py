@@ -149,7 +149,7 @@ class _Walk:
             custom_metadata=(bytes(part.remote_log_segment_custom_metadata)
                              if part.remote_log_segment_custom_metadata is not None else None),
             presigned_url=part.signed_remote_log_segment_location,
-            storage_format=part.storage_format_version or "ApacheKafkaV1")
+            storage_format=part.storage_format_version or "ApacheKafkaV1", broker_positions=True)
         # a later segment than asked for: the hole before it is the brokers' to serve
         first = max(self.offset, seg.base_offset)
         if first > self.offset:

@@ -1,23 +1,19 @@
-"""Which copy of a tiered segment is the live one: Kafka's leader-epoch lineage rule.
+"""A partition's leader-epoch lineage as a client learns it: OffsetForLeaderEpoch answers.
 
-After an unclean leader election, or a copy retried under a new leader, ``__remote_log_metadata``
-can hold two finished copies that cover the same offsets.  Kafka's RemoteLogManager serves a
-remote segment only if the leader epochs it was written under lie on the partition's current
-leader-epoch lineage (``RemoteLogManager.isRemoteSegmentWithinLeaderEpochs``):
-
-* every epoch of the segment (epochs that hold no records dropped, as
-  ``buildFilteredLeaderEpochMap`` does) is an epoch of the lineage;
-* the segment's first epoch starts no earlier than that epoch starts in the lineage;
-* each of its epochs but the last is followed, in the segment and in the lineage, by the same
-  epoch at the same start offset;
-* it ends before the lineage's next epoch starts after its last epoch, and before the log end.
-
-The broker keeps the lineage in its leader-epoch cache; a client learns it through
-OffsetForLeaderEpoch, which answers for epoch E the largest lineage epoch <= E and the offset
-where that epoch ends (the next epoch's start, or the log end offset for the latest epoch).
-:class:`Lineage` holds those answers; the checks below use nothing else, except where the
-lineage's first epoch starts, which no answer tells: the cache's first entry is moved up to the
+Kafka's broker serves offset ``o`` from remote storage under the leader epoch that wrote ``o``
+on the partition's current lineage (its leader-epoch cache, ``epochForOffset``).  A client
+cannot read that cache; it asks OffsetForLeaderEpoch, which answers for epoch E the largest
+lineage epoch <= E and the offset where that epoch ends (the next epoch's start, or the log end
+offset for the latest epoch).  :class:`Lineage` holds those answers for the epochs the copies
+name and the one before each (:func:`epochs_to_ask`): together they give where each lineage
+epoch starts and ends, which is all :mod:`.coverage` needs to find each offset's epoch.  Where
+the lineage's first epoch starts no answer tells: the cache's first entry is moved up to the
 log start offset as retention advances it, so the log start offset stands in for it.
+
+An epoch of a copy that is not on the lineage (an unclean leader's, truncated away) gets an
+answer naming another epoch, so :meth:`Lineage.has` says no and nothing is served from it in
+that epoch.  Also here: Kafka's leader-epoch checkpoint text, as uploaded with each copy, for
+the ``listing`` locator, which learns copies' epochs from it.
 """
 from __future__ import annotations
 
@@ -33,12 +29,12 @@ class EpochAnswer:
 
 
 class Lineage:
-    """The answers of OffsetForLeaderEpoch for the epochs :func:`epochs_to_ask` named."""
+    """The answers of OffsetForLeaderEpoch for the epochs :func:`epochs_to_ask` named, and the
+    partition's log start offset."""
 
-    def __init__(self, answers: dict[int, EpochAnswer], log_start_offset: int, log_end_offset: int):
+    def __init__(self, answers: dict[int, EpochAnswer], log_start_offset: int):
         self.answers = answers
         self.log_start_offset = log_start_offset
-        self.log_end_offset = log_end_offset
 
     def has(self, epoch: int) -> bool:
         a = self.answers.get(epoch)
@@ -65,8 +61,8 @@ def filtered_epochs(segment_epochs) -> list[tuple[int, int]]:
 
 
 def epochs_to_ask(segments_epochs) -> set[int]:
-    """The epochs to ask OffsetForLeaderEpoch about to check these segments: each epoch and the
-    one before it (whose end is the epoch's start)."""
+    """The epochs to ask OffsetForLeaderEpoch about for copies with these leader epochs: each
+    epoch and the one before it (whose end is the epoch's start)."""
     out: set[int] = set()
     for epochs in segments_epochs:
         for e, _ in filtered_epochs(epochs):
@@ -74,28 +70,6 @@ def epochs_to_ask(segments_epochs) -> set[int]:
             if e > 0:
                 out.add(e - 1)
     return out
-
-
-def on_lineage(segment_epochs, end_offset: int, lineage: Lineage) -> bool:
-    """Whether a segment with these ``(epoch, start offset)`` pairs, ending at ``end_offset``
-    (inclusive), lies on the lineage: RemoteLogManager's rule, stated in the module doc."""
-    epochs = filtered_epochs(segment_epochs)
-    if not epochs:
-        return False
-    for i, (epoch, offset) in enumerate(epochs):
-        if not lineage.has(epoch):
-            return False
-        if i == 0 and offset < lineage.start(epoch):
-            return False
-        if i + 1 < len(epochs):
-            nxt_epoch, nxt_offset = epochs[i + 1]
-            # the lineage's next epoch after this one is the segment's next, at the same offset
-            if (lineage.end(epoch) != nxt_offset or not lineage.has(nxt_epoch)
-                    or lineage.start(nxt_epoch) != nxt_offset):
-                return False
-        elif end_offset > lineage.end(epoch) - 1:
-            return False
-    return end_offset < lineage.log_end_offset
 
 
 def ask_lineages(client, wants: dict) -> dict:
@@ -111,7 +85,7 @@ def ask_lineages(client, wants: dict) -> dict:
         for p, epochs in asks.items():
             got = answers.get(p, {})
             out[(topic, p)] = Lineage({e: EpochAnswer(*got[e]) for e in epochs if e in got},
-                                      wants[(topic, p)][0], -1)
+                                      wants[(topic, p)][0])
     return out
 
 

@@ -13,9 +13,10 @@
    tombstone ends the copy its key names, and one whose key names nothing this version reads
    means the partition is read again from its start.
 2. The records are replayed into a :class:`~.remote_log_state.RemoteLogState`, as a broker's
-   RemoteLogMetadataCache replays them: COPY_SEGMENT_FINISHED copies are readable, with the
-   custom metadata of the update that finished them; DELETE_SEGMENT_STARTED means the objects
-   may be gone already; a partition delete ends every copy of the partition.
+   RemoteLogMetadataCache replays them: only the state changes RemoteLogSegmentState allows;
+   COPY_SEGMENT_FINISHED copies are readable, with the custom metadata of the update that
+   finished them; DELETE_SEGMENT_STARTED means the objects may be gone already; a partition
+   delete ends every copy of the partition.
 3. The partition's lineage comes from OffsetForLeaderEpoch (:mod:`.lineage`): the epochs the
    copies name, asked for every partition of a topic at once.
 4. Which copy serves each offset is Kafka's rule (:mod:`.coverage`): overlapping copies are
@@ -72,14 +73,17 @@ class Replayed:
 
 
 def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Collection[bytes] | None, *,
-           start: int | None, last_epoch: int = -1, high_watermark: int = -1) -> Replayed:
+           start: int | None, last_epoch: int = -1, high_watermark: int = -1, proven: bool = False) -> Replayed:
     """Replay metadata partition ``mp`` of ``topic`` into ``state``, in the partition's order,
     from ``start`` (None: its log start offset) to its high watermark; ``wanted``: the ids of
     the topics whose records are replayed (None: every record).
 
     With a ``start``, the first answer must show that the log is still the one read up to it
-    (``high_watermark``: the one seen then), and each tombstone must name the copy it ends:
-    otherwise :class:`Discontinuity` (the state may then hold part of the replay: drop it)."""
+    (``high_watermark``: the one seen then under the same leader epoch, -1: none), and each
+    tombstone must name the copy it ends: otherwise :class:`Discontinuity` (the state may then
+    hold part of the replay: drop it).  ``proven``: OffsetForLeaderEpoch showed the position on
+    a new leader's log, whose high watermark may still lag below it: then there is nothing to
+    read yet, and that is no discontinuity."""
     where = f"{topic}-{mp}"
     offset = start
     if offset is None:
@@ -98,13 +102,13 @@ def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Coll
             # Kafka refuses a fetch below the log start or past the log end: say which
             listed = client.list_offsets(topic, {mp: EARLIEST}, isolation_level=0)[mp].offset
             _check_range(start, listed, client.list_offsets(topic, {mp: LATEST}, isolation_level=0)[mp].offset,
-                         high_watermark)
+                         high_watermark, proven)
             raise Discontinuity(f"the position {start} is out of its range") from None
         if hw < 0:
             part = res.partition
             hw, log_start = part.high_watermark, part.log_start_offset
             if start is not None:
-                _check_range(start, log_start, hw, high_watermark)
+                _check_range(start, log_start, hw, high_watermark, proven)
         got = select_records(res.records or b"", wanted)
         tombstones = iter(t for t in got.tombstones if t[0] >= offset)
         tomb = next(tombstones, None)
@@ -129,13 +133,16 @@ def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Coll
     return Replayed(offset, last_epoch, log_start, hw, applied, passed, first, keyed)
 
 
-def _check_range(start: int, log_start: int, hw: int, seen_hw: int) -> None:
-    """A position read on from must lie in ``[log start, high watermark]``, and the high
-    watermark must not have gone down since it was seen (``seen_hw``)."""
+def _check_range(start: int, log_start: int, hw: int, seen_hw: int, proven: bool = False) -> None:
+    """A position read on from must not lie below the log start, and the high watermark must
+    not have gone down since it was seen under the same leader (``seen_hw``).  With no high
+    watermark seen (-1) it must not lie below the position, unless OffsetForLeaderEpoch
+    ``proven`` the position on a new leader's log, whose high watermark may lag.  (A high
+    watermark seen below the position was such a lagging one: that leader proved the position.)"""
     if log_start > start:
         raise Discontinuity(f"its log start offset {log_start} is past the position {start} "
                             f"(records were deleted before they were read)")
-    if hw < start or hw < seen_hw:
+    if hw < seen_hw or (hw < start and seen_hw < 0 and not proven):
         raise Discontinuity(f"its high watermark {hw} is below the position {start} or the "
                             f"high watermark {seen_hw} seen before (the log was truncated)")
 

@@ -97,6 +97,14 @@ class _SegmentIndex:
         self.positions = positions
         self.size = seg.size_bytes
 
+    def joined(self, piece: SegmentSlice, where: str) -> "_SegmentIndex":
+        """This index with ``piece``'s checkpoints too (those that keep both ascending)."""
+        points: list[tuple[int, int]] = []
+        for offset, position in sorted({*zip(self.offsets, self.positions, strict=True), *piece.checkpoints}):
+            if not points or (offset > points[-1][0] and position > points[-1][1]):
+                points.append((offset, position))
+        return _SegmentIndex(SegmentSlice(self.segment, piece.offset_start, piece.offset_end, tuple(points)), where)
+
     def start_pos(self, first: int) -> int:
         """A batch boundary before which every record's offset is < ``first``."""
         i = bisect_right(self.offsets, first) - 1
@@ -216,6 +224,8 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
                 key = (seg.topic, seg.partition, seg.segment_id)
                 if key not in indexes:
                     indexes[key] = _SegmentIndex(piece, where)
+                else:    # a copy serving two spans (another copy inside it): both starts count
+                    indexes[key] = indexes[key].joined(piece, where)
             elif isinstance(piece, BrokerRange):
                 if (piece.topic, piece.partition) != tp:
                     raise PlanningError(f"{where}: broker range for "

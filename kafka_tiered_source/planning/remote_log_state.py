@@ -4,7 +4,10 @@ RemoteLogMetadataCache replays it: plain data, no I/O, serializable.
 Per topic-partition (:class:`PartitionState`):
 
 * every copy whose segment record was seen and that has not reached DELETE_SEGMENT_FINISHED,
-  with its state (:class:`CopyMeta`);
+  with its state (:class:`CopyMeta`).  A state changes only as
+  ``RemoteLogSegmentState.isValidTransition`` allows (:func:`valid_transition`); any other
+  record is dropped as RemoteLogMetadataCache drops it, so a repeated COPY_SEGMENT_STARTED for a
+  finished copy leaves it finished;
 * per leader epoch, the offset-to-copy map of Kafka's ``RemoteLogLeaderEpochState``
   (:class:`EpochState`): for each COPY_SEGMENT_FINISHED copy, the offset where that epoch starts
   in it, mapped to the copy.  A copy that finishes replaces the mapping at the same start offset,
@@ -38,9 +41,18 @@ log = logging.getLogger(__name__)
 
 STARTED, FINISHED = rlm.COPY_SEGMENT_STARTED, rlm.COPY_SEGMENT_FINISHED
 DELETE_STARTED, DELETE_FINISHED = rlm.DELETE_SEGMENT_STARTED, rlm.DELETE_SEGMENT_FINISHED
-# RemoteLogMetadataCache.checkStateTransition (RemoteLogSegmentState.isValidTransition)
-_VALID = {STARTED: {FINISHED, DELETE_STARTED}, FINISHED: {DELETE_STARTED},
-          DELETE_STARTED: {DELETE_STARTED, DELETE_FINISHED}, DELETE_FINISHED: set()}
+# RemoteLogSegmentState.isValidTransition, which RemoteLogMetadataCache.checkStateTransition
+# applies to every record: from no state only to COPY_SEGMENT_STARTED; a state to itself (a
+# retried or repeated record); STARTED to FINISHED or DELETE_STARTED; FINISHED to DELETE_STARTED;
+# DELETE_STARTED to DELETE_FINISHED.  Anything else is dropped, the copy as it was.
+_VALID = {None: {STARTED}, STARTED: {STARTED, FINISHED, DELETE_STARTED}, FINISHED: {FINISHED, DELETE_STARTED},
+          DELETE_STARTED: {DELETE_STARTED, DELETE_FINISHED}, DELETE_FINISHED: {DELETE_FINISHED}}
+
+
+def valid_transition(old: int | None, new: int) -> bool:
+    """Whether a copy in state ``old`` (None: not seen) may move to ``new``, as Kafka's
+    RemoteLogSegmentState.isValidTransition says."""
+    return new in _VALID.get(old, ())
 
 
 @dataclass(slots=True)
@@ -138,7 +150,16 @@ class PartitionState:
     deleted: bool = False
 
     def add(self, copy: CopyMeta) -> None:
-        """A segment record (COPY_SEGMENT_STARTED, or a state given whole)."""
+        """A segment record: COPY_SEGMENT_STARTED, as RemoteLogMetadataCache.addCopyInProgressSegment
+        takes it (a copy of the same id in another state stays as it is: a repeated STARTED of a
+        finished copy does not make it unreadable).  A copy not seen before may also be given
+        whole in its state (the ``listing`` locator's finished copies)."""
+        old = self.copies.get(copy.segment_id)
+        if old is not None and not valid_transition(old.state, copy.state):
+            log.info("segment %s: a segment record in state %s after %s is not a valid transition; "
+                     "ignored, as RemoteLogMetadataCache ignores it", copy.segment_id,
+                     rlm.SEGMENT_STATES.get(copy.state, copy.state), rlm.SEGMENT_STATES.get(old.state, old.state))
+            return
         self.copies[copy.segment_id] = copy
         if copy.state == FINISHED:
             self._finished(copy)
@@ -149,7 +170,7 @@ class PartitionState:
         if copy is None:   # its segment record was never seen (metadata retention): unusable
             log.debug("metadata update for unknown segment %s at %s ignored", segment_id, order)
             return
-        if state not in _VALID.get(copy.state, ()):
+        if state == STARTED or not valid_transition(copy.state, state):   # STARTED comes in segment records
             log.info("segment %s: state %s after %s is not a valid transition; ignored, as "
                      "RemoteLogMetadataCache ignores it", segment_id, rlm.SEGMENT_STATES.get(state, state),
                      rlm.SEGMENT_STATES.get(copy.state, copy.state))
@@ -227,6 +248,11 @@ class RemoteLogState:
         if isinstance(decoded, rlm.SegmentRecord):
             tip = record.remote_log_segment_id.topic_id_partition
             key = (uuid_to_str(bytes(tip.id)), tip.partition)
+            if record.remote_log_segment_state != STARTED:
+                # RemoteLogMetadataCache.addCopyInProgressSegment refuses any other state
+                log.info("segment record at %s in state %s, not COPY_SEGMENT_STARTED: ignored, as "
+                         "RemoteLogMetadataCache refuses it", order, record.remote_log_segment_state)
+                return
             state = self.partitions.get(key)
             if state is None:
                 state = self.partitions[key] = PartitionState()

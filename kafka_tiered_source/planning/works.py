@@ -7,7 +7,7 @@ from typing import Sequence
 from .coverage import Exclusion, check_cover
 from .filters import skip_segments
 from .locate import Located
-from .packing import PartitionWork, SegmentSlice
+from .packing import PartitionWork
 from .plan import PartitionRange
 
 
@@ -19,14 +19,8 @@ def checked_works(ranges: Sequence[PartitionRange], located: dict, *, row_filter
     works = []
     for pr in ranges:
         loc: Located = located[(pr.topic, pr.partition)]
-        kept = skip_segments(loc.pieces, row_filter, read_committed=read_committed)
-        exclusions = list(loc.exclusions)
-        if len(kept) != len(loc.pieces):
-            left = {id(p) for p in kept}
-            exclusions += [
-                Exclusion(p.offset_start, p.offset_end, f"pushed-down filter: every record of segment "
-                                                        f"{p.segment.segment_id} is older than the timestamp bound")
-                for p in loc.pieces if id(p) not in left and isinstance(p, SegmentSlice)]
+        kept, skipped = skip_segments(loc.pieces, row_filter, read_committed=read_committed)
+        exclusions = list(loc.exclusions) + [Exclusion(p.offset_start, p.offset_end, why) for p, why in skipped]
         check_cover(f"{pr.topic}-{pr.partition}", pr.start, pr.end, kept, exclusions)
         if kept:
             works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(kept)))

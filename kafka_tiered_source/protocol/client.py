@@ -106,6 +106,9 @@ class ReadPolicy:
     offset_retry_interval_ms: int = 0
 
 
+TOPIC_RESOURCE = 2       # ConfigResource.Type.TOPIC, DescribeConfigs' resource type of a topic
+
+
 class BrokerClient:
     """Synchronous client over a set of brokers.  ``BrokerClient(ClientConfig | dict)``."""
 
@@ -402,13 +405,11 @@ class BrokerClient:
                                        topic=topic, detail=f"needs ListOffsets v{need}+, broker offers "
                                                            f"{conn.api_versions.get(m.ListOffsetsRequest.API_KEY)}")
                 version = conn.pick_version(m.ListOffsetsRequest, at_least=need)
-                leader_epochs = self._topics.get(topic)
                 req = m.ListOffsetsRequest(replica_id=-1, isolation_level=iso, timeout_ms=self.config.request_timeout_ms,
                                            topics=[m.ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
                                                m.ListOffsetsRequest.ListOffsetsPartition(
                                                    partition_index=p, timestamp=ts,
-                                                   current_leader_epoch=(leader_epochs.partitions[p].leader_epoch
-                                                                         if leader_epochs and p in leader_epochs.partitions else -1))
+                                                   current_leader_epoch=self._leader_epoch(topic, p))
                                                for p, ts in sorted(parts.items())])])
                 resp = conn.request(req, version)
                 for t in resp.topics:
@@ -427,12 +428,22 @@ class BrokerClient:
 
     # -- OffsetForLeaderEpoch
 
+    def _leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch as this client's metadata has it (-1: unknown): sent as
+        ``current_leader_epoch`` so that a leader this client knows under an older epoch answers
+        FENCED_LEADER_EPOCH (and one that knows an older epoch than the client,
+        UNKNOWN_LEADER_EPOCH) instead of answering as if current; both refresh the metadata and
+        retry (KIP-320)."""
+        info = self._topics.get(topic)
+        p = info.partitions.get(partition) if info is not None else None
+        return p.leader_epoch if p is not None else -1
+
     def offset_for_leader_epoch(self, topic, partition: int, epochs) -> dict[int, tuple[int, int]]:
         """``{epoch: (leader epoch, end offset)}`` from the partition's leader: for each epoch
         asked, the largest epoch of the leader's lineage at or below it and where that epoch
         ends (the next epoch's start, or the log end offset); ``(-1, -1)`` when there is none.
         One request per epoch: a partition appears once per request, as Kafka's own clients
-        send it."""
+        send it; each fenced with the leader epoch this client knows (:meth:`_leader_epoch`)."""
         topic = self._topic_name(topic)
         R = m.OffsetForLeaderEpochRequest
         out: dict[int, tuple[int, int]] = {}
@@ -441,7 +452,8 @@ class BrokerClient:
                 conn = self.leader(topic, partition)
                 conn.ensure_connected()
                 req = R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic=topic, partitions=[
-                    R.OffsetForLeaderPartition(partition=partition, leader_epoch=epoch)])])
+                    R.OffsetForLeaderPartition(partition=partition, leader_epoch=epoch,
+                                               current_leader_epoch=self._leader_epoch(topic, partition))])])
                 resp = conn.request(req, conn.pick_version(R))
                 for t in resp.topics:
                     for p in t.partitions:
@@ -476,7 +488,8 @@ class BrokerClient:
                 for conn, parts in by_leader.items():
                     conn.ensure_connected()
                     req = R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic=topic, partitions=[
-                        R.OffsetForLeaderPartition(partition=p, leader_epoch=e) for p, e in sorted(parts.items())])])
+                        R.OffsetForLeaderPartition(partition=p, leader_epoch=e, current_leader_epoch=self._leader_epoch(topic, p))
+                        for p, e in sorted(parts.items())])])
                     resp = conn.request(req, conn.pick_version(R))
                     for t in resp.topics:
                         for p in t.partitions:
@@ -493,6 +506,30 @@ class BrokerClient:
             for p, answer in self._with_retries("OffsetForLeaderEpoch", run, topic=topic).items():
                 out[p][wanted[p]] = answer
         return out
+
+    # -- DescribeConfigs
+
+    def describe_topic_config(self, topic: str, keys: Iterable[str]) -> dict[str, str | None]:
+        """``{key: value}`` of ``topic``'s configuration, asked of any broker (DescribeConfigs
+        of a TOPIC resource): a key the answer leaves out is absent, a value it hides is None.
+        A :class:`BrokerError` when the broker lacks the API or refuses (no DESCRIBE_CONFIGS on
+        the topic: TOPIC_AUTHORIZATION_FAILED; an unknown topic).  As in Kafka's admin client,
+        only the request is retried, not an error the answer gives for the topic."""
+        R, wanted = m.DescribeConfigsRequest, list(keys)
+
+        def run():
+            conn = self._any_connection()
+            req = R(resources=[R.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic,
+                                                          configuration_keys=wanted)])
+            for res in conn.request(req, conn.pick_version(R)).results:
+                if res.resource_type == TOPIC_RESOURCE and res.resource_name == topic:
+                    return conn.address, res
+            raise BrokerError("no answer for the topic", broker=conn.address, api="DescribeConfigs", topic=topic)
+        broker, res = self._with_retries("DescribeConfigs", run, topic=topic)
+        if res.error_code:
+            raise broker_error(res.error_code, broker=broker, api="DescribeConfigs", topic=topic,
+                               detail=res.error_message)
+        return {c.name: c.value for c in res.configs}
 
     # -- Fetch
 

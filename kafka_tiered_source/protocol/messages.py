@@ -506,6 +506,37 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message('OffsetForLeaderEpochResponse', 23, '
     ]),
 ])
 
+# DescribeConfigs (v0 removed in 4.0, KIP-896): the catalog reads the metadata topic's delete.retention.ms
+DESCRIBE_CONFIGS_REQUEST = Message('DescribeConfigsRequest', 32, 'request', valid='1-4', flexible='4+', fields=[
+    F('Resources', '[]DescribeConfigsResource', '0+', fields=[
+        F('ResourceType', 'int8', '0+'),
+        F('ResourceName', 'string', '0+'),
+        F('ConfigurationKeys', '[]string', '0+', nullable='0+'),
+    ]),
+    F('IncludeSynonyms', 'bool', '1+', default=False),
+    F('IncludeDocumentation', 'bool', '3+', default=False),
+])
+DESCRIBE_CONFIGS_RESPONSE = Message('DescribeConfigsResponse', 32, 'response', valid='1-4', flexible='4+', fields=[
+    F('ThrottleTimeMs', 'int32', '0+'),
+    F('Results', '[]DescribeConfigsResult', '0+', fields=[
+        F('ErrorCode', 'int16', '0+'),
+        F('ErrorMessage', 'string', '0+', nullable='0+'),
+        F('ResourceType', 'int8', '0+'),
+        F('ResourceName', 'string', '0+'),
+        F('Configs', '[]DescribeConfigsResourceResult', '0+', fields=[
+            F('Name', 'string', '0+'),
+            F('Value', 'string', '0+', nullable='0+'),
+            F('ReadOnly', 'bool', '0+'),
+            F('IsDefault', 'bool', '0'),
+            F('ConfigSource', 'int8', '1+', default=-1),
+            F('IsSensitive', 'bool', '0+'),
+            F('Synonyms', '[]DescribeConfigsSynonym', '1+', fields=[  # each: a source's value
+                F('Name', 'string', '1+'), F('Value', 'string', '1+', nullable='0+'), F('Source', 'int8', '1+')]),
+            F('ConfigType', 'int8', '3+', default=0),
+            F('Documentation', 'string', '3+', nullable='0+'),
+        ]),
+    ]),
+])
 
 DECLARATIONS = [v for v in list(globals().values()) if isinstance(v, Message)]
 
@@ -566,3 +597,4 @@ PushTelemetryRequest = _CLASSES["PushTelemetryRequest"]
 PushTelemetryResponse = _CLASSES["PushTelemetryResponse"]
 OffsetForLeaderEpochRequest = _CLASSES["OffsetForLeaderEpochRequest"]
 OffsetForLeaderEpochResponse = _CLASSES["OffsetForLeaderEpochResponse"]
+DescribeConfigsRequest, DescribeConfigsResponse = _CLASSES["DescribeConfigsRequest"], _CLASSES["DescribeConfigsResponse"]

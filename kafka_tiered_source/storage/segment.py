@@ -33,6 +33,10 @@ class RemoteSegment:
     # The largest record timestamp (ms) in the segment, when the locator learnt it (the metadata
     # topic, an Aiven manifest); None: unknown.  Pushed-down timestamp filters skip by it.
     max_timestamp: int | None = field(default=None, compare=False)
+    # KIP-1248: byte positions in it come from the broker's answers (the batch holding an offset
+    # or, past a compaction gap, the next one), not from its offset index (the batch ending at or
+    # before it): a slice's first batch may then start after the slice's first offset.
+    broker_positions: bool = field(default=False, compare=False)
 
     def __repr__(self) -> str:   # the presigned URL's signature must never show
         return (f"RemoteSegment(topic={self.topic!r}, partition={self.partition}, "

@@ -119,6 +119,7 @@ class EmbeddedCluster:
         if schema_registry_port is not None:
             self.schema_registry = SchemaRegistry(host, schema_registry_port,
                                                   path=os.path.join(self.data_dir, SCHEMA_REGISTRY_FILE))
+        self._holds: list = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -145,6 +146,7 @@ class EmbeddedCluster:
         if self.running:
             raise KafkaTieredError("EmbeddedCluster is already running")
         server = BrokerServer(self.storage, self.coordinator, self.config)
+        server.holds = self._holds
         loop = asyncio.new_event_loop()
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -292,6 +294,21 @@ class EmbeddedCluster:
         if name.startswith("_") or name in ("storage", "coordinator", "config"):
             raise AttributeError(name)
         return getattr(self.storage, name)
+
+    def set_topic_config(self, topic: str, **values) -> None:
+        """Override topic configs as ``kafka-configs --alter`` does (``delete_retention_ms=...``
+        for ``delete.retention.ms``; None removes the override); DescribeConfigs answers them."""
+        from .topic_configs import set_overrides
+        set_overrides(self.data_dir, self.storage.topic(topic).topic_id,
+                      {k.replace("_", "."): None if v is None else str(v) for k, v in values.items()})
+
+    def hold_answers(self, hold):
+        """Make the broker slow: ``hold(api_key, request)`` is asked before each request is
+        handled and returns None (go on), seconds to wait, or a ``threading.Event`` to wait for
+        (at most a minute).  Only that request waits: others, on other connections, are served
+        meanwhile.  Returns a function that removes the hold."""
+        self._holds.append(hold)
+        return lambda: self._holds.remove(hold) if hold in self._holds else None
 
     # ------------------------------------------------------------------ operator side
     def metrics_text(self) -> str:

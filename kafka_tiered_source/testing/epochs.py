@@ -5,8 +5,9 @@ epoch and the offset where it starts, in the partition directory's ``leader-epoc
 Each replica of a partition keeps its own cache; a leadership change assigns the new epoch at
 the new leader's log end offset (Partition.makeLeader: :meth:`LeaderEpochCache.assign`), every
 batch appended afterwards carries the new epoch, and followers assign the epochs of the
-batches they replicate.  OffsetForLeaderEpoch answers from here (:meth:`end_offset_for`), and
-so does the lineage rule that decides which copy of a tiered segment is live.
+batches they replicate.  OffsetForLeaderEpoch answers from here (:meth:`end_offset_for`); from
+those answers a client learns which leader epoch wrote each offset (the planner's coverage:
+which copy serves it).
 """
 from __future__ import annotations
 

@@ -267,6 +267,9 @@ class BrokerServer:
         self.throttled_ms_total: dict[str, int] = {}
         self.telemetry_subscription = 1
         self.advertised = ADVERTISED
+        # a slow broker for tests: callables (api key, request) -> None, seconds or an Event to
+        # wait for before the request is handled (EmbeddedCluster.hold_answers)
+        self.holds: list = []
         oauth = config.sasl.oauthbearer if config.sasl else None
         self.jwt_validator = JwtValidator(oauth) if oauth is not None else None
         # who authenticated, for tests and operators: (mechanism or "SSL", principal) -> count
@@ -407,6 +410,8 @@ class BrokerServer:
                      "not re-authenticate", conn.peer, conn.user)
             self.expired_sessions_closed += 1
             return CLOSE
+        for hold in list(self.holds):
+            await _held(hold(key, req))
         try:
             resp = await APIS[key][0](self, conn, hdr, req, version)
         except asyncio.CancelledError:
@@ -482,6 +487,22 @@ class BrokerServer:
             pass
         finally:
             writer.close()
+
+
+async def _held(wait) -> None:
+    """Hold one request as a slow broker would, without holding the others: ``wait`` seconds,
+    or until a ``threading.Event`` is set (at most :data:`HOLD_LIMIT_S`)."""
+    if wait is None:
+        return
+    if isinstance(wait, (int, float)):
+        await asyncio.sleep(wait)
+        return
+    deadline = asyncio.get_running_loop().time() + HOLD_LIMIT_S
+    while not wait.is_set() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.005)
+
+
+HOLD_LIMIT_S = 60.0
 
 
 async def _linger_close(reader, writer, timeout: float = 1.0) -> None:

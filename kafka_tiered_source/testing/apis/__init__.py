@@ -10,7 +10,7 @@ and two-phase commit).
 """
 from __future__ import annotations
 
-from . import admin, fetch, groups, list_offsets, produce, sasl, telemetry, txn
+from . import admin, configs, fetch, groups, list_offsets, produce, sasl, telemetry, txn
 
 APIS: dict = {
     0: (produce.produce, 3, 12),
@@ -26,6 +26,7 @@ APIS: dict = {
     23: (list_offsets.offset_for_leader_epoch, 2, 4),
     24: (txn.add_partitions_to_txn, 0, 3),
     26: (txn.end_txn, 0, 4),
+    32: (configs.describe_configs, 1, 4),
     36: (sasl.sasl_authenticate, 0, 2),
     71: (telemetry.get_telemetry_subscriptions, 0, 0),
     72: (telemetry.push_telemetry, 0, 0),
@@ -34,4 +35,4 @@ APIS: dict = {
 #: what ApiVersions answers: API key -> (min, max)
 ADVERTISED: dict[int, tuple[int, int]] = {key: (lo, hi) for key, (_, lo, hi) in APIS.items()}
 
-__all__ = ["ADVERTISED", "APIS", "admin", "fetch", "groups", "list_offsets", "produce", "sasl", "telemetry", "txn"]
+__all__ = ["ADVERTISED", "APIS", "admin", "configs", "fetch", "groups", "list_offsets", "produce", "sasl", "telemetry", "txn"]

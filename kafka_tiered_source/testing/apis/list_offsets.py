@@ -43,7 +43,9 @@ async def list_offsets(broker, conn, hdr, req, v):
 
 async def offset_for_leader_epoch(broker, conn, hdr, req, v):
     """The end offset of each asked leader epoch on this partition's lineage (the leader-epoch
-    cache): the largest epoch at or below it, and where that one ends."""
+    cache): the largest epoch at or below it, and where that one ends.  A request that names
+    the partition's current leader epoch is fenced as Partition.localLogWithEpochOrThrow does:
+    an older one is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (KIP-320)."""
     R = m.OffsetForLeaderEpochResponse
     topics_out = []
     for t in req.topics:
@@ -52,8 +54,13 @@ async def offset_for_leader_epoch(broker, conn, hdr, req, v):
             pr = R.OffsetForLeaderPartitionResult(error_code=0, partition=p.partition, leader_epoch=-1,
                                                   end_offset=-1)
             try:
-                pr.leader_epoch, pr.end_offset = await asyncio.to_thread(
-                    broker.storage.end_offset_for_epoch, t.topic, p.partition, p.leader_epoch)
+                current = broker.storage.leader_epoch(t.topic, p.partition)
+                if 0 <= p.current_leader_epoch != current:
+                    pr.error_code = err("FENCED_LEADER_EPOCH" if p.current_leader_epoch < current
+                                        else "UNKNOWN_LEADER_EPOCH")
+                else:
+                    pr.leader_epoch, pr.end_offset = await asyncio.to_thread(
+                        broker.storage.end_offset_for_epoch, t.topic, p.partition, p.leader_epoch)
             except StorageError as exc:
                 pr.error_code = exc.error_code
             parts.append(pr)
