@@ -560,6 +560,13 @@ def test_names_namespaces_references_and_equality():
     assert pickle.loads(pickle.dumps(order)) == order
     res = pickle.loads(pickle.dumps(resolve(order, same)))
     assert res.reader == same and res.writer == order
+    again = parse_schema(json.dumps({"type": "record", "name": "com.x.Address", "fields": [
+        {"name": "zip", "type": {"type": "fixed", "name": "Zip", "size": 5}}]}))
+    wrapper = parse_schema('{"type": "array", "items": "com.x.Order"}', named={"com.x.Address": again, "com.x.Order": order})
+    assert wrapper.arrow_type == pa.list_(order.arrow_type)     # Address parsed twice, the same
+    other = parse_schema('{"type": "record", "name": "com.x.Address", "fields": []}')
+    with pytest.raises(AvroError, match="defined differently"):
+        parse_schema('"com.x.Order"', named={"com.x.Address": other, "com.x.Order": order})
     assert parse_schema('"string"').fullname is None and parse_schema('"string"').type == "string"
     assert parse_schema(json.dumps({"type": "long", "logicalType": "timestamp-millis"})) != parse_schema('"long"')
 
