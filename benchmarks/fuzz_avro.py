@@ -93,7 +93,7 @@ def random_schema(rng: random.Random, depth: int = 0, names: list | None = None)
         if key not in seen:
             seen.add(key)
             branches.append(b)
-    if "null" not in seen and rng.random() < 0.6:
+    if "null" not in seen and (rng.random() < 0.6 or not branches):
         branches.insert(rng.randint(0, len(branches)), "null")
     return branches
 
