@@ -8,14 +8,16 @@ run, on the same Confluent-framed values.
 The record is a realistic order event of 11 fields: longs, strings, a union with null, a
 timestamp-millis, a decimal(12, 2), an enum, a nested record, an array of records and an array
 of strings.  Every figure is the best of ``--repeat`` runs, timed as CPU time of this (single-
-threaded) process, so a shared machine's load inflates it less than wall time; wall time is
-printed beside it.  The issue's target: native decode >= 3x the fastavro + from_pylist baseline.
+threaded) process with the garbage collector off, so a shared machine's load inflates it less
+than wall time and fastavro's Python objects cost it no collector passes; wall time is printed
+beside it.  The issue's target: native decode >= 3x the fastavro + from_pylist baseline.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import decimal
+import gc
 import io
 import json
 import os
@@ -84,13 +86,20 @@ def framed(records: list[dict]) -> pa.Array:
 
 
 def best(fn, repeat: int) -> tuple[float, float]:
-    """(CPU seconds, wall seconds), each the best of `repeat` runs."""
+    """(CPU seconds, wall seconds), each the best of `repeat` runs.  The garbage collector is
+    off while a run is timed (and collects between runs): with 200,000 dicts alive, its passes
+    cost fastavro's baseline ~40% here, which would flatter the ratio."""
     cpu = wall = float("inf")
     for _ in range(repeat):
-        c0, w0 = time.process_time(), time.perf_counter()
-        fn()
-        cpu = min(cpu, time.process_time() - c0)
-        wall = min(wall, time.perf_counter() - w0)
+        gc.collect()
+        gc.disable()
+        try:
+            c0, w0 = time.process_time(), time.perf_counter()
+            fn()
+            cpu = min(cpu, time.process_time() - c0)
+            wall = min(wall, time.perf_counter() - w0)
+        finally:
+            gc.enable()
     return cpu, wall
 
 

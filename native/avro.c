@@ -28,7 +28,7 @@ typedef struct {
     int64_t budget;                  /* zero-width items still allowed */
     int fatal;                       /* 1 out of memory, 2 an Arrow array would pass 2 GiB */
     Py_ssize_t err_off;
-    char err[512];
+    char err[1024];                  /* constants' messages are at most 1000 bytes */
 } kt_actx;
 
 static unsigned __int128 pow10_128[39];

@@ -12,7 +12,6 @@ import datetime as dt
 import decimal
 import io
 import json
-import pickle
 import uuid
 
 import fastavro
@@ -20,8 +19,7 @@ import pyarrow as pa
 import pytest
 
 from kafka_tiered_source.values import avro
-from kafka_tiered_source.values.avro import (AvroDecodeError, AvroError, AvroResolutionError,
-                                             decode, parse_schema, resolve)
+from kafka_tiered_source.values.avro import (AvroDecodeError, decode, parse_schema, resolve)
 
 PREFIX = b"\x00\x00\x00\x00\x07"          # magic byte, schema id 7: what decode skips
 UTC = dt.timezone.utc
@@ -311,20 +309,6 @@ def test_top_level_schemas_that_are_not_records(s, values):
     check(s, s, values)
 
 
-def test_the_arrow_mapping_is_spark_avros():
-    got = schema(ALL_TYPES).arrow_type
-    assert got == arrow_of(ALL_TYPES, _names(ALL_TYPES))
-    assert got.field("multi").type == pa.struct([("member0", pa.int32()), ("member1", pa.string()),
-                                                  ("member2", got.field("nested").type)])
-    assert all(f.nullable for f in got)
-    assert schema(["null"]).arrow_type == pa.null()
-    assert schema({"type": "bytes", "logicalType": "decimal", "precision": 39}).arrow_type == pa.binary()
-    assert schema({"type": "bytes", "logicalType": "decimal", "precision": 2, "scale": 5}).arrow_type == pa.binary()
-    assert schema({"type": "fixed", "name": "F", "size": 2, "logicalType": "decimal",
-                   "precision": 5}).arrow_type == pa.binary()     # 2 bytes hold 4 digits
-    assert schema({"type": "fixed", "name": "U", "size": 15, "logicalType": "uuid"}).arrow_type == pa.binary()
-
-
 # ---- schema resolution ----
 
 V1 = {"type": "record", "name": "User", "namespace": "shop", "fields": [
@@ -411,27 +395,6 @@ def test_a_union_branch_or_enum_symbol_the_reader_lacks_fails_only_those_datums(
     for v in (values[1], values[2]):    # fastavro refuses them too
         with pytest.raises(Exception, match="schema mismatch|not found"):
             fastavro_read(w, r, pa.array([v.as_py()], pa.binary()))
-
-
-@pytest.mark.parametrize("w,r,match", [
-    (V1, {**V2, "fields": V2["fields"] + [{"name": "must", "type": "int"}]},
-     r"shop.Customer.must: the reader's field \(int\) is missing from the writer's record shop.User and has no default"),
-    ({"type": "record", "name": "A", "fields": [{"name": "x", "type": "long"}]},
-     {"type": "record", "name": "A", "fields": [{"name": "x", "type": "int"}]},
-     r"A.x: writer long cannot be read as reader int"),
-    ({"type": "record", "name": "A", "fields": []}, {"type": "record", "name": "B", "fields": []},
-     r"writer record A cannot be read as reader record B"),
-    ({"type": "fixed", "name": "F", "size": 2}, {"type": "fixed", "name": "F", "size": 3}, "fixed F"),
-    ("string", ["null", "int"], "no branch of the reader's union matches"),
-    ({"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
-     {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 3}, "do not match"),
-    ({"type": "record", "name": "A", "fields": []},
-     {"type": "record", "name": "A", "fields": [{"name": "x", "type": "int", "default": "one"}]},
-     r"A.x: the reader's default 'one' is not a valid int"),
-])
-def test_resolution_errors_name_the_field_and_both_types(w, r, match):
-    with pytest.raises(AvroResolutionError, match=match):
-        resolve(schema(w), schema(r))
 
 
 # ---- malformed data ----
@@ -532,75 +495,6 @@ def test_decimals_that_do_not_fit_their_precision_are_malformed():
     assert decode(res, ok).array.to_pylist() == [decimal.Decimal("-99.9"), decimal.Decimal("0.0"),
                                                  decimal.Decimal("-0.2"), decimal.Decimal("0.1")]
     both(res, ok)
-
-
-# ---- schemas ----
-
-def test_canonical_form_is_fastavros():
-    for s in (ALL_TYPES, LOGICALS, V1, V2, "int", ["null", {"type": "string", "logicalType": "uuid"}],
-              {"type": "record", "name": "a.full.Name", "namespace": "ignored", "doc": "d",
-               "fields": [{"name": "e", "type": {"type": "enum", "name": "U", "symbols": ["d"]}, "doc": "x"}]}):
-        assert parse_schema(json.dumps(s)).canonical == fastavro.schema.to_parsing_canonical_form(s)
-
-
-def test_names_namespaces_references_and_equality():
-    addr = parse_schema(json.dumps({"type": "record", "name": "Address", "namespace": "com.x", "fields": [
-        {"name": "zip", "type": {"type": "fixed", "name": "Zip", "size": 5}}]}))
-    order = parse_schema(json.dumps({"type": "record", "name": "Order", "namespace": "com.x", "fields": [
-        {"name": "ship", "type": "Address"}, {"name": "bill", "type": "com.x.Address"},
-        {"name": "zip", "type": "Zip"}]}), named={"com.x.Address": addr})
-    assert order.fullname == "com.x.Order" and addr.fullname == "com.x.Address"
-    assert order.arrow_type.field("zip").type == pa.binary()
-    assert '"name":"com.x.Address"' in order.canonical
-    same = parse_schema(json.dumps({"type": "record", "name": "com.x.Order", "doc": "docs differ", "fields": [
-        {"name": "ship", "type": {"type": "record", "name": "Address", "fields": [
-            {"name": "zip", "type": {"type": "fixed", "name": "Zip", "size": 5}}]}},
-        {"name": "bill", "type": "Address"}, {"name": "zip", "type": "com.x.Zip"}]}))
-    assert same == order and hash(same) == hash(order) and same.canonical == order.canonical
-    assert pickle.loads(pickle.dumps(order)) == order
-    res = pickle.loads(pickle.dumps(resolve(order, same)))
-    assert res.reader == same and res.writer == order
-    assert parse_schema('"string"').fullname is None and parse_schema('"string"').type == "string"
-    assert parse_schema(json.dumps({"type": "long", "logicalType": "timestamp-millis"})) != parse_schema('"long"')
-
-
-@pytest.mark.parametrize("text,match", [
-    ("{", "not valid JSON"), ('"Nope"', "unknown type 'Nope'"), ("[[\"int\"]]", "immediately contain"),
-    ('["int", "int"]', "two branches of type int"),
-    ('{"type": "record", "name": "1x", "fields": []}', "invalid record name"),
-    ('{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "a", "type": "int"}]}',
-     "two fields named 'a'"),
-    ('{"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "enum", "name": "R", "symbols": []}}]}',
-     "defined twice"),
-    ('{"type": "enum", "name": "E", "symbols": ["A"], "default": "B"}', "not one of its symbols"),
-    ('{"type": "fixed", "name": "F", "size": -1}', "non-negative"),
-    ('{"type": "record", "name": "int", "fields": []}', "primitive type name"),
-    ('{"type": {"type": "int"}}', "without a string 'type'"),
-    ("[" * 5000 + "]" * 5000, "nests too deeply|deeper than"),
-    (json.dumps(json.loads('{"type": "array", "items": X}'.replace("X", '{"type": "array", "items": X}' * 1)
-                           .replace("X", '"int"'))), None),
-])
-def test_bad_schemas_are_refused_by_name(text, match):
-    if match is None:
-        parse_schema(text)
-        return
-    with pytest.raises(AvroError, match=match):
-        parse_schema(text)
-
-
-def test_depth_is_bounded_and_recursive_readers_have_no_column_type():
-    deep = '"int"'
-    for _ in range(150):
-        deep = '{"type": "array", "items": %s}' % deep
-    with pytest.raises(AvroError, match="deeper than 100"):
-        parse_schema(deep)
-    node = parse_schema(json.dumps({"type": "record", "name": "Node", "fields": [
-        {"name": "next", "type": ["null", "Node"]}]}))
-    assert "Node" in node.canonical
-    with pytest.raises(AvroError, match="refers to itself"):
-        _ = node.arrow_type
-    with pytest.raises(AvroError, match="refers to itself"):
-        resolve(node, node)
 
 
 def test_backend_follows_the_environment(monkeypatch):

@@ -241,6 +241,8 @@ def _build(kind, col, a, b, prog, call, table, consts, cols) -> Fn:   # noqa: C9
             c.buf, c.pos, c.end, c.base = data, 0, len(data), 0
             try:
                 return sub(c)
+            except Bad as exc:       # (defaults are encoded by us: never malformed)
+                raise Bad(saved[1] - saved[3], exc.reason) from None
             finally:
                 c.buf, c.pos, c.end, c.base = saved
         return default

@@ -215,6 +215,15 @@ _NUMERIC = {
 }
 
 
+def _message(text: str) -> bytes:
+    """A datum error's text as a constant, at most 1000 bytes (the C decoder's error buffer
+    holds 1024; both decoders then report the same text)."""
+    data = text.encode()
+    if len(data) > 1000:
+        data = data[:997].decode(errors="ignore").encode() + b"..."
+    return data
+
+
 class _Resolver:
     def __init__(self, prog: Program):
         self.p = prog
@@ -243,7 +252,7 @@ class _Resolver:
             return self.resolve(wb, r, col, path)
         msg = (f"{path or 'the datum'}: branch {i} ({wb.describe()}) of the writer's "
                f"{w.describe()} matches no branch of the reader's {r.describe()}")
-        return p.op(ERROR, col, p.const(msg.encode()))
+        return p.op(ERROR, col, p.const(_message(msg)))
 
     def into_union(self, w: Node, r: Node, k: int, col: int, path: str) -> int:
         """Read `w` as branch k of the reader's union `r`, whose column is `col`."""
@@ -301,7 +310,7 @@ class _Resolver:
             else:
                 msg = (f"{path or 'the datum'}: symbol {sym} of the writer's {w.describe()} is "
                        f"not in the reader's {r.describe()}, which has no default")
-                entries.append(-1 - p.const(msg.encode()))
+                entries.append(-1 - p.const(_message(msg)))
         return p.op(ENUM, col, p.listed(entries), len(w.symbols))
 
     def record(self, w: Node, r: Node, col: int, path: str) -> int:

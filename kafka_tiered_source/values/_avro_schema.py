@@ -326,8 +326,10 @@ def _register(names: dict[str, Node], key: str, node: Node) -> None:
         seen.add(id(n))
         if n.kind in NAMED:
             old = names.setdefault(n.fullname, n)   # type: ignore[arg-type]
-            if old is not n:
-                raise AvroError(f"type {n.fullname} is defined twice among the referenced schemas")
+            if old is not n and full_form(old) != full_form(n):
+                # the same reference parsed twice (B and the main schema both refer to A) is
+                # fine; two different types under one name are not
+                raise AvroError(f"type {n.fullname} is defined differently by two referenced schemas")
         stack.extend(n.children())
     names.setdefault(key, node)
 

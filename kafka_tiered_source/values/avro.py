@@ -26,6 +26,7 @@ invalid logical type is read as its underlying type, as the specification says.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Mapping
@@ -128,7 +129,13 @@ def resolve(writer: AvroSchema, reader: AvroSchema) -> AvroResolution:
 
     What the schemas settle is checked here; what depends on the data (a writer union branch
     that no reader branch matches, an enum symbol the reader lacks with no default) fails only
-    the datums that carry it, as the specification has it."""
+    the datums that carry it, as the specification has it.  The last 128 resolutions are kept:
+    resolving the same two schemas again returns the compiled one."""
+    return _resolve(writer, reader)
+
+
+@functools.lru_cache(maxsize=128)
+def _resolve(writer: AvroSchema, reader: AvroSchema) -> AvroResolution:
     return AvroResolution(writer, reader)
 
 
