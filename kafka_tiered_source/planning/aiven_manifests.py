@@ -62,9 +62,16 @@ class ManifestShipping:
                         self.reads.storage_failed = exc   # one failure is enough: no GET per segment
             info = self._infos.get(key)
             segments[key] = r.segment if info is None else replace(r.segment, manifest_info=info)
+        if all(seg is r.segment for r in _remote(tasks) for seg in (segments[_key(r.segment)],)):
+            return tasks          # nothing to attach: no range rebuilt (a million of them at scale)
         return [ReadTask(t.index, tuple(replace(r, segment=segments[_key(r.segment)])
-                                        if isinstance(r, RemoteRange) else r for r in t.ranges),
+                                        if isinstance(r, RemoteRange) and segments[_key(r.segment)] is not r.segment
+                                        else r for r in t.ranges),
                          t.txn) for t in tasks]
+
+
+def _remote(tasks):
+    return (r for t in tasks for r in t.ranges if isinstance(r, RemoteRange))
 
 
 def _key(seg: RemoteSegment) -> tuple:

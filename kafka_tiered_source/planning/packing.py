@@ -42,7 +42,7 @@ from .tasks import BrokerRange, PartitionTxnInfo, Range, ReadTask, RemoteRange
 # ---------------------------------------------------------------------------------------------
 # Planner input.
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SegmentSlice:
     """The records ``[offset_start, offset_end)`` wanted from one tiered segment.
 

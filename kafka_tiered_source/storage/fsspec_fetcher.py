@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 from ..errors import RemoteAccessDenied, RemoteObjectNotFound, RemoteStorageError, RemoteTimeout
 from ..redact import redact_url
@@ -21,7 +22,7 @@ class FsspecStore(ByteRangeStore):
     def _init_runtime(self) -> None:
         super()._init_runtime()
         self._url = self.config.require("remote.storage.fsspec.url").rstrip("/")
-        self._fs = None
+        self._fs: Any = None      # an fsspec filesystem, or _LocalFiles for a file:/// root
 
     def _filesystem(self):
         if self._fs is None:
