@@ -281,7 +281,8 @@ def _merge(ranges: list[Range], indexes: dict) -> list[Range]:
         if out:
             last = out[-1]
             if (isinstance(r, RemoteRange) and isinstance(last, RemoteRange)
-                    and last.segment == r.segment and last.offset_end == r.offset_start):
+                    and (last.segment is r.segment or last.segment == r.segment)
+                    and last.offset_end == r.offset_start):
                 out[-1] = _index_of(indexes, r).range(last.offset_start, r.offset_end)
                 continue
             if (isinstance(r, BrokerRange) and isinstance(last, BrokerRange)
