@@ -101,7 +101,9 @@ def build(work: str) -> None:
 
 def child_env(pycache: str, tree: str = ROOT) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONPYCACHEPREFIX=pycache, PYTHONPATH=tree)
+    # the catalog's snapshots beside the bytecode, removed with the work directory
+    env.update(PYTHONPYCACHEPREFIX=pycache, PYTHONPATH=tree,
+               KAFKA_TIERED_CACHE_DIR=os.path.join(os.path.dirname(pycache), "catalog"))
     return env
 
 

@@ -21,7 +21,8 @@ The data is built in a worker, served by ``kafka-tiered broker`` in a subprocess
 a fresh planner process per point (``remote.segment.locator=metadata-topic``):
 
 * ``first``: the plan of a new process (the catalog reads the metadata partitions: the topic's
-  2 x scale records, among nothing else's);
+  2 x scale records, among nothing else's, and writes its snapshots, as by default, here under
+  the work directory);
 * ``later``: the next plans in that process (the catalog is current; best of ``--repeat``).
 
 Per plan: wall and CPU seconds, the planner's peak RSS (VmHWM), the tasks and the pickled size
@@ -137,8 +138,10 @@ def run_point(scale: int, segments: int, segment_bytes: int, repeat: int, work_d
         worker = subprocess.Popen([sys.executable, "-c", WORKER], cwd=ROOT, env=tree.env, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         tree.procs.append(worker)
+        # the catalog's snapshots (written by the first plan, as by default) go with the work dir
         opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC, "remote.storage.uri": remote,
-                "remote.segment.locator": "metadata-topic"}
+                "remote.segment.locator": "metadata-topic",
+                "remote.log.metadata.cache.dir": os.path.join(work, "catalog")}
         load = os.getloadavg()[0]
         first = Tree.plan(worker, opts)
         later = [Tree.plan(worker, opts) for _ in range(repeat)]
