@@ -11,6 +11,9 @@ locally.  The data is built in this process, then served by ``kafka-tiered broke
 subprocess (its own CPU, as a real broker is), under ``--work-dir`` (default /dev/shm: tiering
 100k segments writes ~1.8 M small files).
 
+``--synthetic``: up to 10k partitions x 100 segments (1M), their ``__remote_log_metadata``
+synthesized as the broker writes it (:mod:`benchmarks.planning_scale`).
+
 Measured: ``kafka_tiered_source.estimate(None, options)`` (the whole plan: Metadata, ListOffsets,
 the locator, packing, the estimate) with ``remote.segment.locator`` = ``kip1248`` (the Fetch walk
 with KIP-1248 tags) and ``metadata-topic`` (``__remote_log_metadata``), best of ``--repeat``,
@@ -246,7 +249,15 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", default=None, help="a checkout to compare with, before / after alternating")
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--synthetic", action="store_true",
+                    help="the metadata-topic plan at 10k -> 100k -> 1M copies, synthesized as the broker writes "
+                         "them (benchmarks/planning_scale.py); --scale, --repeat, --work-dir apply")
+    ap.add_argument("--segments-per-partition", type=int, default=100, help="with --synthetic")
+    ap.add_argument("--segment-bytes", type=int, default=1 << 20, help="with --synthetic: each copy's size")
     args = ap.parse_args(argv)
+    if args.synthetic:
+        from benchmarks import planning_scale
+        return planning_scale.main(args)
 
     from benchmarks.backfill import cpu_seconds
     counts = ([int(s) for s in args.scale.split(",")] if args.scale

@@ -230,6 +230,7 @@ def main(argv=None) -> int:
     from kafka_tiered_source.testing import EmbeddedCluster
 
     print(machine())
+    print(f"load average (1 min) at the start: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(prefix="kts-spark-bench-") as d, \
             EmbeddedCluster(os.path.join(d, "data"), remote_storage=f"file://{d}/remote",
                             segment_bytes=64 << 20) as cluster:
@@ -283,6 +284,7 @@ def main(argv=None) -> int:
         results = _timed(configs, args.repeat)
         spark.stop()
 
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
     ceiling = results["ceiling"]
     print(f"\n{tasks} Spark tasks ({ranges} tiered ranges), ceiling batches of {batch_rows:,} rows, "
           f"local[2], noop sink, best of {args.repeat}")

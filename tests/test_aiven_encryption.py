@@ -14,6 +14,8 @@
 """
 from __future__ import annotations
 
+import dataclasses
+
 import base64
 import json
 import os
@@ -250,7 +252,7 @@ def test_encrypted_segment_reads_byte_exact(store, tmp_path, compression):
     assert fetcher.fetch_index(seg, "producer_snapshot") == b""
     assert fetcher.fetch_index(seg, "leader_epoch") == b"0\n1\n0 0\n"
     # what the planner ships instead of the manifest GET reads the same
-    carried = RemoteSegment(**{**seg.__dict__, "manifest_info": aiven.ManifestInfo.of(manifest)})
+    carried = dataclasses.replace(seg, **{"manifest_info": aiven.ManifestInfo.of(manifest)})
     with create_fetcher(opts) as fresh:
         assert bytes(fresh.fetch_log_segment(carried, 100, 50_000)) == data[100:50_000]
         assert fresh.layout.cached_manifest(seg) is None        # no manifest GET was needed

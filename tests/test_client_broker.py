@@ -431,8 +431,8 @@ def test_concurrent_fetches_share_one_connection(cluster):
         for t in threads:
             t.join()
     assert errors == []
-    # one bootstrap connection + one to node 0
-    assert cluster.brokers[0].connections == 2
+    # one connection: the bootstrap one, which is node 0's
+    assert cluster.brokers[0].connections == 1
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
@@ -641,3 +641,14 @@ def test_real_consumers_read_records_and_skip_kip1248_response_tags(cluster):
         rd.close()
     fetch_versions = {v for a, v, _ in b.seen if a == "Fetch"}
     assert fetch_versions and min(fetch_versions) >= 12   # flexible: the tags were on the wire
+
+
+def test_one_connection_per_broker_the_bootstrap_one_reused(cluster):
+    b = cluster.brokers[0]
+    with BrokerClient(cluster.config()) as client:
+        client.topic(TOPIC)                        # over the bootstrap connection
+        leader = client.leader(TOPIC, 1)           # node 0: the bootstrap address itself
+        leader.ensure_connected()
+        assert leader.node_id == 0
+        assert len(client.open_connections()) == 1
+    assert b.connections == 1 and [a for a, _, _ in b.seen].count("ApiVersions") == 1

@@ -226,3 +226,22 @@ def test_scan_runs_without_spark():
             names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
             names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
             assert not [n for n in names if n.split(".")[0] == "pyspark"], f
+
+
+def test_planning_and_the_cli_import_no_arrow_spark_or_cloud_sdk():
+    """A new process's first plan, and every ``kafka-tiered`` command's parser, pay only for
+    what planning uses (issue 36): no pyarrow or numpy (the decoder's), no pyspark, no boto3,
+    no fsspec (a ``file:///`` store is read without it), no ssl for a plain connection."""
+    import subprocess
+    import sys
+    code = ("import sys, kafka_tiered_source, kafka_tiered_source.cli as cli\n"
+            "from kafka_tiered_source import planning\n"
+            "from kafka_tiered_source.planning import checked, estimate, online\n"
+            "from kafka_tiered_source.storage import fsspec_fetcher, aiven_layout\n"
+            "from kafka_tiered_source.protocol.client import BrokerClient\n"
+            "cli.build_parser()\n"
+            "heavy = ('pyarrow', 'numpy', 'pyspark', 'boto3', 'botocore', 'fsspec', 'ssl', 'pandas')\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(ROOT)).stdout.strip()
+    assert out == "[]", out

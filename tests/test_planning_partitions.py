@@ -363,3 +363,14 @@ def test_planner_carries_known_manifests_and_reads_those_of_segments_shared_by_t
     # the ranges of one segment share one segment object (pickled once per task)
     assert out[0].ranges[1].segment is out[1].ranges[0].segment
     assert [t.ranges for t in out] == [t.ranges for t in tasks]   # manifest_info is not compared
+
+
+def test_a_task_holds_a_bounded_number_of_ranges_however_small_the_segments():
+    # 3,000 one-offset segments of 10 bytes: by bytes alone, one task would take all of them
+    n = 3000
+    work = [PartitionWork("t", 0, TID, tuple(SegmentSlice(seg(i, i, 10, sid=f"S{i}"), i, i + 1)
+                                             for i in range(n)))]
+    tasks = plan_read_tasks(work, target_bytes=128 << 20)
+    assert [len(t.ranges) for t in tasks] == [1024, 1024, 952]
+    assert [r.offset_start for t in tasks for r in t.ranges] == list(range(n))
+    assert max(len(pickle.dumps(t)) for t in tasks) < 1024 * 400

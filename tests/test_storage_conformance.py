@@ -4,6 +4,8 @@ local HTTP server, local files and fsspec memory://.  Faults (403, 503/429, 5xx,
 from a real HTTP proxy in front of the real servers."""
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import pickle
 import random
@@ -246,10 +248,9 @@ def test_end_none_and_past_the_end_return_what_exists(backend, size_known):
 def test_missing_object_names_the_key_and_is_not_retried(backend):
     seg, opts = put_segment(backend, payload(1000), layout="template")
     obs = CountingObserver()
-    missing = RemoteSegment(**{**seg.__dict__, "segment_id": uuid_to_str(random_uuid())})
+    missing = dataclasses.replace(seg, **{"segment_id": uuid_to_str(random_uuid())})
     if backend.name == "presigned":
-        missing = RemoteSegment(**{**missing.__dict__,
-                                   "presigned_url": backend.segment_url(f"no/such/{missing.segment_id}.log")})
+        missing = dataclasses.replace(missing, presigned_url=backend.segment_url(f"no/such/{missing.segment_id}.log"))
     fetcher = create_fetcher(opts, observer=obs)
     with pytest.raises(RemoteObjectNotFound) as ei:
         fetcher.fetch_log_segment(missing, 0, 100)
@@ -262,7 +263,7 @@ def test_missing_object_names_the_key_and_is_not_retried(backend):
 
 def test_missing_aiven_manifest_names_the_manifest_key(layout_backend):
     seg, opts = put_segment(layout_backend, payload(1000))
-    gone = RemoteSegment(**{**seg.__dict__, "segment_id": uuid_to_str(random_uuid())})
+    gone = dataclasses.replace(seg, **{"segment_id": uuid_to_str(random_uuid())})
     with pytest.raises(RemoteObjectNotFound) as ei:
         create_fetcher(opts).fetch_log_segment(gone, 0, 10)
     assert f"{gone.segment_id}.rsm-manifest" in str(ei.value)
@@ -521,7 +522,7 @@ def test_unreachable_server_connect_timeout_fires(http_backend):
     hole = Blackhole()
     try:
         if b.name == "presigned":
-            seg = RemoteSegment(**{**seg.__dict__, "presigned_url": seg.presigned_url.replace(
+            seg = dataclasses.replace(seg, **{"presigned_url": seg.presigned_url.replace(
                 b.proxy.endpoint, hole.endpoint)})
         else:
             suffix = f"/{AZURITE_ACCOUNT}" if b.name == "azure" else ""
@@ -571,7 +572,7 @@ def test_s3_secret_never_in_reprs_or_errors(servers):
     b = servers.backends["s3"]
     seg, opts = put_segment(b, payload(100), layout="template")
     fetcher = create_fetcher(opts)
-    missing = RemoteSegment(**{**seg.__dict__, "segment_id": uuid_to_str(random_uuid())})
+    missing = dataclasses.replace(seg, **{"segment_id": uuid_to_str(random_uuid())})
     with pytest.raises(RemoteObjectNotFound) as ei:
         fetcher.fetch_log_segment(missing, 0, 10)
     for t in (repr(fetcher), str(fetcher), repr(fetcher.config), str(ei.value)):

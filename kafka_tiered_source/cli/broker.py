@@ -15,7 +15,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 
@@ -131,6 +130,7 @@ def _broker_run(args) -> int:
     def on_signal(signum, frame):
         done.set()
 
+    import signal
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     cluster.start()
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import mmap
 import struct
 import sys
 
@@ -25,6 +24,7 @@ def _dump_setup(p: argparse.ArgumentParser):
 
 
 def _dump(args) -> int:
+    import mmap   # here: every kafka-tiered command imports this module to build its parser
     data: mmap.mmap | bytes
     with open(args.file, "rb") as f:
         try:

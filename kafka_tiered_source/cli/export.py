@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from typing import Any, Callable, TextIO
@@ -147,6 +146,7 @@ def _prepare(target: str, overwrite: bool) -> None:
         for e in entries:
             path = os.path.join(target, e)
             if os.path.isdir(path):
+                import shutil
                 shutil.rmtree(path)
             else:
                 os.remove(path)

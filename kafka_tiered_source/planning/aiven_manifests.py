@@ -10,6 +10,7 @@ to the executor, where GETs run in parallel.
 from __future__ import annotations
 
 import logging
+from typing import Any
 from collections import Counter
 from dataclasses import replace
 
@@ -44,11 +45,12 @@ class ManifestShipping:
     def attach(self, tasks: list[ReadTask]) -> list[ReadTask]:
         """The tasks with ``manifest_info`` on the segments whose manifest the planner has, or
         reads now because two or more tasks read the segment."""
-        readers = Counter(key for t in tasks for key in
-                          {_key(r.segment) for r in t.ranges if isinstance(r, RemoteRange)})
+        # each range's key once (a plan of a million copies has a million ranges)
+        keyed: list[list[Any]] = [[(_key(r.segment), r) if isinstance(r, RemoteRange) else (None, r) for r in t.ranges]
+                 for t in tasks]
+        readers = Counter(key for t in keyed for key in {k for k, _ in t if k is not None})
         segments: dict = {}
-        for r in (r for t in tasks for r in t.ranges if isinstance(r, RemoteRange)):
-            key = _key(r.segment)
+        for key, r in (kr for t in keyed for kr in t if kr[0] is not None):
             if key in segments:
                 continue
             failed = self.reads is not None and self.reads.storage_failed is not None
@@ -62,9 +64,10 @@ class ManifestShipping:
                         self.reads.storage_failed = exc   # one failure is enough: no GET per segment
             info = self._infos.get(key)
             segments[key] = r.segment if info is None else replace(r.segment, manifest_info=info)
-        return [ReadTask(t.index, tuple(replace(r, segment=segments[_key(r.segment)])
-                                        if isinstance(r, RemoteRange) else r for r in t.ranges),
-                         t.txn) for t in tasks]
+        if all(segments[k] is r.segment for t in keyed for k, r in t if k is not None):
+            return tasks          # nothing to attach: no range rebuilt
+        return [ReadTask(t.index, tuple(replace(r, segment=segments[k]) if k is not None and segments[k] is not r.segment
+                                        else r for k, r in kt), t.txn) for t, kt in zip(tasks, keyed, strict=True)]
 
 
 def _key(seg: RemoteSegment) -> tuple:

@@ -21,13 +21,11 @@ written costs the next process a rescan, never a plan: saving warns once per loc
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
 import sys
-import uuid
 from typing import Any
 
 from ..redact import redact_url
@@ -134,6 +132,7 @@ class SnapshotStore:
         try:
             if self.local:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
+                import uuid
                 tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
                 try:
                     with open(tmp, "wb") as f:
@@ -158,6 +157,7 @@ class SnapshotStore:
 
 def seal(doc: dict) -> bytes:
     """``doc`` as JSON with the SHA-256 of its content."""
+    import hashlib   # here: a process that keeps no snapshot (most plans) does not load OpenSSL
     body = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return json.dumps({"sha256": hashlib.sha256(body.encode()).hexdigest(), "snapshot": doc},
                       sort_keys=True, separators=(",", ":")).encode()
@@ -171,6 +171,7 @@ def parse(raw: bytes) -> dict:
         raise SnapshotError(f"is not JSON ({exc})") from None
     if not isinstance(outer, dict) or not isinstance(outer.get("snapshot"), dict):
         raise SnapshotError("is not a snapshot document")
+    import hashlib
     doc = outer["snapshot"]
     body = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     if hashlib.sha256(body.encode()).hexdigest() != outer.get("sha256"):

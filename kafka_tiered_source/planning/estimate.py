@@ -171,11 +171,13 @@ def estimate(spark=None, options: dict | None = None, *, where=None, check: bool
     under ``remote.log.metadata.cache.dir``) reads the metadata partitions of this read from
     their start, and the snapshots are written anew."""
     from dataclasses import replace
-    from .where import parse_where
-    zone = "UTC"
-    if spark is not None and where is not None:
-        zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    row_filter = parse_where(where, time_zone=zone)
+    row_filter = None
+    if where is not None:   # the parser (and datetime) only for a condition
+        from .where import parse_where
+        zone = "UTC"
+        if spark is not None:
+            zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+        row_filter = parse_where(where, time_zone=zone)
     est = _estimate(spark, options, row_filter, check, refresh=refresh, **kw)
     return replace(est, where=str(row_filter)) if row_filter else est
 

@@ -42,7 +42,7 @@ from .tasks import BrokerRange, PartitionTxnInfo, Range, ReadTask, RemoteRange
 # ---------------------------------------------------------------------------------------------
 # Planner input.
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SegmentSlice:
     """The records ``[offset_start, offset_end)`` wanted from one tiered segment.
 
@@ -261,12 +261,18 @@ def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
     return units
 
 
+# At most this many ranges in one task, however small its segments: what travels to an executor
+# (about 160 pickled bytes a range) stays bounded, and so does a task's run of GETs.  A plan of
+# small copies (a million of 1 KiB) would otherwise put thousands of ranges in each 128 MiB task.
+MAX_RANGES_PER_TASK = 1024
+
+
 def _pack(units: Iterable[Range], target: int, max_records: int | None) -> list[list[Range]]:
     tasks: list[list[Range]] = []
     current: list[Range] = []
     size = records = 0
     for u in units:
-        if current and (size + u.estimated_bytes > target
+        if current and (size + u.estimated_bytes > target or len(current) >= MAX_RANGES_PER_TASK
                         or (max_records is not None and records + u.estimated_records > max_records)):
             tasks.append(current)
             current, size, records = [], 0, 0
@@ -285,7 +291,8 @@ def _merge(ranges: list[Range], indexes: dict) -> list[Range]:
         if out:
             last = out[-1]
             if (isinstance(r, RemoteRange) and isinstance(last, RemoteRange)
-                    and last.segment == r.segment and last.offset_end == r.offset_start):
+                    and (last.segment is r.segment or last.segment == r.segment)
+                    and last.offset_end == r.offset_start):
                 out[-1] = _index_of(indexes, r).range(last.offset_start, r.offset_end)
                 continue
             if (isinstance(r, BrokerRange) and isinstance(last, BrokerRange)
@@ -343,6 +350,8 @@ def plan_read_tasks(work: Sequence[PartitionWork], *, target_bytes: int,
     * Each task's estimated bytes stay <= ``target_bytes`` unless the task is a single range
       that cannot be cut finer (a segment without index entries inside it, one broker offset).
     * Each task spans at most ``max_records_per_partition`` offsets (always achievable).
+    * Each task holds at most :data:`MAX_RANGES_PER_TASK` ranges as packed (ranges of one
+      segment that meet are joined after).
     * At least ``min_partitions`` tasks when the work can be cut that finely.
     * Every wanted offset of every partition is in exactly one range of one task.
     """

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import base64
 import bisect
+import copy as _copy
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..ids import uuid_to_str
@@ -175,6 +176,9 @@ class PartitionState:
                      "RemoteLogMetadataCache ignores it", segment_id, rlm.SEGMENT_STATES.get(state, state),
                      rlm.SEGMENT_STATES.get(copy.state, copy.state))
             return
+        # copy on write: a plan holds the copies of an earlier snapshot (PartitionState.copy
+        # shares them), which must not change under it
+        copy = self.copies[segment_id] = _copy.copy(copy)
         copy.state, copy.order = state, order
         if custom_metadata is not None:
             copy.custom_metadata = custom_metadata
@@ -214,7 +218,9 @@ class PartitionState:
 
     def copy(self) -> "PartitionState":
         """An independent copy (replaying more records into this one leaves it as it is)."""
-        return PartitionState({k: replace(c) for k, c in self.copies.items()},
+        # the copies are shared, not copied: update() replaces a copy it changes (copy on
+        # write), so a plan of a million copies neither copies nor doubles them
+        return PartitionState(dict(self.copies),
                               {e: EpochState(list(s.keys), list(s.ids), s.highest) for e, s in self.epochs.items()},
                               self.deleted)
 

@@ -10,7 +10,7 @@ from typing import Union
 from ..storage.segment import RemoteSegment
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoteRange:
     """Read bytes ``[byte_start, byte_end)`` of a tiered segment's ``.log`` data and emit the
     records with offsets in ``[offset_start, offset_end)``.  ``byte_start`` is always a batch
@@ -32,7 +32,7 @@ class RemoteRange:
         return self.segment.partition
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BrokerRange:
     """Fetch offsets ``[offset_start, offset_end)`` of one partition from the brokers.
 
@@ -53,14 +53,14 @@ class BrokerRange:
 Range = Union[RemoteRange, BrokerRange]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AbortedTransaction:
     """One entry of Fetch's ``AbortedTransactions`` (or of a ``.txnindex``)."""
     producer_id: int
     first_offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionTxnInfo:
     """What a read_committed reader needs for one partition: the last stable offset (read
     nothing at or past it) and the aborted transactions that may touch the ranges read."""
@@ -70,7 +70,7 @@ class PartitionTxnInfo:
     aborted: tuple[AbortedTransaction, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReadTask:
     """One Spark input partition.  ``ranges`` are grouped by topic-partition in the planner's
     order, each partition's ranges in ascending offset order.  ``txn`` holds the

@@ -154,7 +154,8 @@ class BrokerClient:
     def open_connections(self) -> list:
         """The connections open now, to any broker (none is opened here)."""
         with self._lock:
-            return [c for c in list(self._conns.values()) + self._bootstrap if c.connected]
+            # a bootstrap connection adopted as a broker's is in both lists: once here
+            return list({id(c): c for c in list(self._conns.values()) + self._bootstrap if c.connected}.values())
 
     # -- plumbing
 
@@ -198,7 +199,15 @@ class BrokerClient:
                 if node is None:
                     raise broker_error(LEADER_NOT_AVAILABLE, api="Metadata",
                                    detail=f"broker {node_id} is not in the metadata")
-                conn = BrokerConnection(node.host, node.port, self.config, node_id=node_id)
+                # The bootstrap connection to this very address is this broker's connection: one
+                # connection per broker, not a second handshake (and SASL exchange) to the same
+                # listener before the first request of a plan.
+                conn = next((c for c in self._bootstrap if c.node_id is None and c.connected
+                             and (c.host, c.port) == (node.host, node.port)), None)
+                if conn is not None:
+                    conn.node_id = node_id
+                else:
+                    conn = BrokerConnection(node.host, node.port, self.config, node_id=node_id)
                 self._conns[node_id] = conn
             return conn
 

@@ -12,18 +12,30 @@ from __future__ import annotations
 import logging
 import random
 import socket
-import ssl
 import struct
+import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from ..errors import BrokerError, ProtocolError, TokenExpiredError
 from ..options.client import ClientConfig
 from . import codec, messages as m
-from . import tls
 from .errors import broker_error
-from .oauth import token_source
-from .sasl import SaslError, ScramClient, oauthbearer_initial_response, plain_initial_response
+
+if TYPE_CHECKING:
+    from .tls import ClientTls
+
+
+class _NotTLS(Exception):
+    """Stands for ``ssl.SSLError`` in a process that never loaded ``ssl``: no socket of it can
+    raise one.  TLS, SASL and OAuth are imported by the connections that use them, so a plain
+    connection's process pays for none of them (a new process's first plan, issue 36)."""
+
+
+def _ssl_error() -> type[Exception]:
+    mod = sys.modules.get("ssl")
+    return mod.SSLError if mod is not None else _NotTLS
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +82,14 @@ class BrokerConnection:
         self.reauthentications = 0
         # Stores are read now, so a wrong password or a missing file fails the client's creation
         # (the planner's) rather than a task's connection; the context is shared per process.
-        self._tls = tls.client_tls(config.tls) if config.uses_ssl else None
-        self._tokens = (token_source(config.oauth) if config.oauth is not None and config.uses_sasl
-                        and config.sasl_mechanism == "OAUTHBEARER" else None)
+        self._tls: ClientTls | None = None
+        if config.uses_ssl:
+            from . import tls
+            self._tls = tls.client_tls(config.tls)
+        self._tokens = None
+        if config.oauth is not None and config.uses_sasl and config.sasl_mechanism == "OAUTHBEARER":
+            from .oauth import token_source
+            self._tokens = token_source(config.oauth)
 
     def __repr__(self):
         return f"BrokerConnection({self.address}, node {self.node_id})"
@@ -90,7 +107,11 @@ class BrokerConnection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._tls is not None:
                 sock = self._tls.wrap(sock, self.host)      # the handshake and the host-name rule
-        except ssl.SSLError as exc:
+        except _ssl_error() as exc:
+            import ssl
+
+            from . import tls
+            assert isinstance(exc, ssl.SSLError)     # _ssl_error() is ssl's once a context exists
             sock.close()
             # an end of stream may be a restart (retried); a refusal is final
             raise BrokerError(f"TLS handshake failed: {tls.describe_failure(exc, cfg, self.host)}",
@@ -128,6 +149,7 @@ class BrokerConnection:
         raise broker_error(UNSUPPORTED_VERSION, broker=self.address, api="ApiVersions")
 
     def _authenticate(self):
+        from .sasl import SaslError, ScramClient, oauthbearer_initial_response, plain_initial_response
         cfg = self.config
         mech = cfg.sasl_mechanism
         hs_version = self.pick_version(m.SaslHandshakeRequest, at_least=1)
@@ -231,7 +253,7 @@ class BrokerConnection:
             sock.sendall(frame)
         except socket.timeout:
             self._timed_out(msg, timeout_ms)
-        except ssl.SSLError as exc:
+        except _ssl_error() as exc:
             self._tls_failed(exc, msg)
         except OSError as exc:
             self._close_locked()
@@ -247,13 +269,17 @@ class BrokerConnection:
                           error_code=REQUEST_TIMED_OUT, error_name="REQUEST_TIMED_OUT",
                           retriable=True, broker=self.address, api=m.api_name(msg.API_KEY)) from None
 
-    def _tls_failed(self, exc: ssl.SSLError, msg):
+    def _tls_failed(self, exc: Exception, msg):
         """A TLS error after the handshake.  With TLS 1.3 the broker's verdict on the client
         certificate arrives here, as an alert on the first read: that is final.  A bare end of
         stream is an ordinary lost connection."""
+        import ssl
+
+        from . import tls
         self._close_locked()
         if isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
             raise ConnectionLost(f"{self.address} ({m.api_name(msg.API_KEY)}): {exc}") from None
+        assert isinstance(exc, ssl.SSLError)
         raise BrokerError(f"TLS failed: {tls.describe_failure(exc, self.config, self.host)}",
                           broker=self.address, api=m.api_name(msg.API_KEY)) from None
 
@@ -271,7 +297,7 @@ class BrokerConnection:
             data = recv_exact(sock, size)
         except socket.timeout:
             self._timed_out(msg, timeout_ms)
-        except ssl.SSLError as exc:
+        except _ssl_error() as exc:
             self._tls_failed(exc, msg)
         except (OSError, ConnectionLost) as exc:
             self._close_locked()

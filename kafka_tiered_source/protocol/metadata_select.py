@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Collection
 
 from ..errors import CorruptRecordError
-from ..records import decoder_backend
-from ..records._python import Cursor, RecordFormatError
-from ..records.codecs import decompress
-from ..records.decoder import DEFAULT_MAX_DECOMPRESSED_BYTES
+from ..records.backend import decoder_backend
+from ..records.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
+from ..records.cursor import Cursor, RecordFormatError
 from ..records.header import ATTRIBUTES_OFFSET, CODEC_MASK, CONTROL_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD
 from .remote_log_metadata import topic_id_of
 

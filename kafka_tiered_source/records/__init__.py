@@ -28,14 +28,38 @@ carry (a segment ends on a batch boundary) and keep the filter.
 """
 from __future__ import annotations
 
-from .decoder import (DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES, DecodeResult,
-                      decode, decode_batches, decoder_backend)
-from .header import BatchHeader, iter_headers, read_header
-from .schema import kafka_schema
-from .transactions import ReadCommittedFilter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .decoder import (DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES, DecodeResult,
+                          decode, decode_batches, decoder_backend)
+    from .header import BatchHeader, iter_headers, read_header
+    from .schema import kafka_schema
+    from .transactions import ReadCommittedFilter
 
 __all__ = [
     "BatchHeader", "DEFAULT_MAX_BATCH_BYTES", "DEFAULT_MAX_DECOMPRESSED_BYTES", "DecodeResult",
     "ReadCommittedFilter", "decode", "decode_batches", "decoder_backend", "iter_headers",
     "kafka_schema", "read_header",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The names above, imported on first use: ``records.header`` (planning walks batch headers)
+    must not load Arrow, which the decoder and the schema need (PEP 562)."""
+    if name in ("BatchHeader", "iter_headers", "read_header"):
+        from . import header
+        value = getattr(header, name)
+    elif name == "kafka_schema":
+        from . import schema
+        value = schema.kafka_schema
+    elif name == "ReadCommittedFilter":
+        from . import transactions
+        value = transactions.ReadCommittedFilter
+    elif name in __all__:
+        from . import decoder
+        value = getattr(decoder, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -9,7 +9,6 @@ and leftovers; its cost is per batch, not per record.
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -19,6 +18,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
 from . import codecs
+from .backend import NO_EXTENSIONS_ENV, chosen, decoder_backend, native_unavailable  # noqa: F401  (re-exported)
 from .builder import FusedRecordBuilder, RecordBuilder
 from .header import (CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD,
                      CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK, read_header)
@@ -31,7 +31,6 @@ INT32_MAX = 2**31 - 1
 _MIN_OFFSET, _MAX_OFFSET = -(2**63), 2**63 - 1
 _LENGTH = struct.Struct(">i")
 
-NO_EXTENSIONS_ENV = "KAFKA_TIERED_NO_EXTENSIONS"
 log = logging.getLogger(__name__)
 
 _backends: dict[str, ModuleType | KafkaTieredError] = {}
@@ -51,10 +50,7 @@ def _load(name: str) -> ModuleType | KafkaTieredError:
             from . import _native_backend
             mod = _native_backend
         except ImportError as exc:
-            mod = KafkaTieredError(
-                f"the native record decoder (kafka_tiered_source._native) cannot be imported: "
-                f"{exc}. Build it with `pip install -e .` (needs a C compiler), or set "
-                f"{NO_EXTENSIONS_ENV}=1 to use the pure-Python decoder")
+            mod = native_unavailable(exc)
     else:
         raise ConfigError(f"unknown decoder backend {name!r} (native or python)", option="backend")
     _backends[name] = mod
@@ -75,19 +71,11 @@ def _fused(builder: RecordBuilder) -> TypeGuard[FusedRecordBuilder]:
 
 def _backend(name: str | None) -> ModuleType:
     if name is None:
-        name = "python" if os.environ.get(NO_EXTENSIONS_ENV) == "1" else "native"
+        name = chosen()
     mod = _load(name)
     if isinstance(mod, Exception):
         raise mod
     return mod
-
-
-def decoder_backend() -> str:
-    """``"native"`` or ``"python"`` (``KAFKA_TIERED_NO_EXTENSIONS=1``).  In default mode,
-    raises :class:`KafkaTieredError` when the extension cannot be loaded: there is no silent
-    fallback to the slow decoder."""
-    mod = _backend(None)
-    return "python" if mod.__name__.endswith("._python") else "native"
 
 
 @dataclass

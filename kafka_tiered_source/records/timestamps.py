@@ -10,8 +10,7 @@ batch's ``maxTimestamp``, as in Kafka's ``DefaultRecordBatch``.
 from __future__ import annotations
 
 from ..errors import CorruptRecordError
-from .codecs import decompress
-from .decoder import DEFAULT_MAX_DECOMPRESSED_BYTES
+from .codecs import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from .header import CODEC_NONE, HEADER_SIZE, read_header
 
 

@@ -80,7 +80,7 @@ class ReadCommittedFilter:
 def control_type(records, header: BatchHeader, origin: int, decompressed: bool) -> int | None:
     """The type of the first control record in ``records`` (a batch's record bytes), or None
     for an empty control batch.  The key is ``version int16, type int16``."""
-    from ._python import RecordFormatError, Cursor
+    from .cursor import Cursor, RecordFormatError
 
     if header.record_count == 0:
         return None

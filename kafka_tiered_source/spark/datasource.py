@@ -150,6 +150,26 @@ def read_partition(options: ReadOptions, partition, accumulator=None, app_id=Non
     filters) keeps, and report its metrics."""
     from ..executor.run import run_task
     from .session import task_attempt
+    attempt = task_attempt()
+    if attempt is not None:
+        _freeze_worker_heap()
     return run_task(options, partition.task, read_id=partition.read_id, tasks_planned=partition.tasks_planned,
-                    accumulator=accumulator, app_id=app_id, attempt=task_attempt(), row_filter=row_filter,
+                    accumulator=accumulator, app_id=app_id, attempt=attempt, row_filter=row_filter,
                     driver_totals=getattr(partition, "driver_totals", None))
+
+
+_heap_frozen = False
+
+
+def _freeze_worker_heap() -> None:
+    """Once per Python worker, at its first task: move what is alive (pyspark, pyarrow, this
+    package: its modules, classes and tables, ~40,000 objects) out of the garbage collector's
+    reach (``gc.freeze``).  pyspark's daemon runs a full ``gc.collect()`` after every task of a
+    reused worker, and walking those objects each time cost a task tens of milliseconds of CPU
+    on the cores the next task needs.  They live as long as the process; what later tasks create
+    is collected as before."""
+    global _heap_frozen
+    if not _heap_frozen:
+        import gc
+        gc.freeze()
+        _heap_frozen = True

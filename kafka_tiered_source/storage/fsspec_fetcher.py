@@ -4,6 +4,10 @@
 """
 from __future__ import annotations
 
+import os
+import stat
+from typing import Any
+
 from ..errors import RemoteAccessDenied, RemoteObjectNotFound, RemoteStorageError, RemoteTimeout
 from ..redact import redact_url
 from .fetcher import ObjectStoreFetcher
@@ -18,13 +22,16 @@ class FsspecStore(ByteRangeStore):
     def _init_runtime(self) -> None:
         super()._init_runtime()
         self._url = self.config.require("remote.storage.fsspec.url").rstrip("/")
-        self._fs = None
+        self._fs: Any = None      # an fsspec filesystem, or _LocalFiles for a file:/// root
 
     def _filesystem(self):
         if self._fs is None:
-            import fsspec.core
             with self._lock:
-                if self._fs is None:
+                if self._fs is None and _local_root(self._url) is not None:
+                    self._root = _local_root(self._url) or ""
+                    self._fs = _LocalFiles()
+                elif self._fs is None:
+                    import fsspec.core
                     fs, root = fsspec.core.url_to_fs(self._url)
                     self._root = root.rstrip("/")
                     self._fs = fs
@@ -95,6 +102,37 @@ class FsspecStore(ByteRangeStore):
 
     def __repr__(self) -> str:
         return f"FsspecStore(url={redact_url(self._url)!r})"
+
+
+def _local_root(url: str) -> str | None:
+    """The directory of a plain ``file:///...`` URL (no chained protocol, no host), else None."""
+    if not url.startswith("file:///") or "::" in url:
+        return None
+    return url[len("file://"):].rstrip("/")
+
+
+class _LocalFiles:
+    """What :class:`FsspecStore` asks of fsspec's local filesystem, through the OS: a ranged read
+    and a stat are one ``open``/``read`` and one ``stat`` either way, and fsspec's import (asyncio,
+    its compression registry: ~70 ms in a new process) is left to the processes that list (the listing locator)
+    or read other URLs.  Errors are the ones fsspec's local filesystem raises."""
+
+    def cat_file(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        with open(path, "rb") as f:
+            if start < 0 or (end is not None and end < 0):   # fsspec's from-the-end positions
+                size = os.fstat(f.fileno()).st_size
+                start = max(0, size + start) if start < 0 else start
+                end = max(0, size + end) if end is not None and end < 0 else end
+            f.seek(start)
+            return f.read() if end is None else f.read(max(0, end - start))
+
+    def info(self, path: str) -> dict:
+        st = os.stat(path)
+        return {"type": "file" if stat.S_ISREG(st.st_mode) else "directory", "size": st.st_size}
+
+    def find(self, path: str, detail: bool = False):
+        import fsspec
+        return fsspec.filesystem("file").find(path, detail=detail)
 
 
 class FsspecFetcher(ObjectStoreFetcher):

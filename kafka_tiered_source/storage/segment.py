@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .aiven import ManifestInfo
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoteSegment:
     topic: str
     topic_id: str                  # Kafka Uuid string (22-char URL-safe base64)
