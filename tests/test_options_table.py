@@ -1,5 +1,5 @@
 """The option table: every option declared once, one validator for the Spark source's, the
-storage layer's and the Kafka client's options, and README's reference generated from it."""
+storage layer's and the Kafka client's options, and docs/options.md's reference generated from it."""
 from __future__ import annotations
 
 import ast
@@ -241,12 +241,13 @@ def test_every_option_is_read_somewhere():
     assert unused == []
 
 
-def test_readme_option_reference_is_the_generated_table():
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    found = re.search(r"<!-- options:begin -->\n(.*?)<!-- options:end -->", readme, re.S)
-    assert found, "README.md lacks the generated option reference"
+def test_docs_option_reference_is_the_generated_table():
+    page = open(os.path.join(ROOT, "docs", "options.md"), encoding="utf-8").read()
+    found = re.search(r"<!-- options:begin -->\n(.*?)<!-- options:end -->", page, re.S)
+    assert found, "docs/options.md lacks the generated option reference"
     assert found.group(1).strip() == markdown_table().strip(), \
-        "README's option table is stale: paste kafka_tiered_source.options.markdown_table() there"
+        "docs/options.md's option table is stale: run python -m kafka_tiered_source.options.codegen"
+    assert codegen.reference(page) == page
 
 
 @pytest.mark.parametrize("locator", ["kip1248", "metadata-topic"])

@@ -5,7 +5,7 @@ and one secret rule for the Spark source's options, the storage layer's and the 
 - :class:`FetcherConfig`: the ``remote.storage.*`` / ``fetch.remote.*`` part.
 - :class:`ClientConfig`: the Kafka client's properties; :func:`client_properties` builds them
   from a ``ReadOptions``.
-- :func:`markdown_table`: the option reference in README.md, generated from the table.
+- :func:`markdown_table`: the option reference in docs/options.md, generated from the table.
 
 Example::
 

@@ -4,7 +4,8 @@ Each row with a ``field`` becomes an attribute of its config's ``<Config>Fields`
 typed by its parser (a ``Literal`` alias for an enumeration, ``| None`` without a default) and
 defaulted to the row's default, in table order.  The hand-written configs (``ReadOptions``,
 ``FetcherConfig``, ``QuotaConfig``, ``ClientConfig``) derive from those bases and add what is not
-one option's value.  tests/test_options_table.py fails while the file on disk differs from :func:`source`.
+one option's value.  It also writes the option reference in docs/options.md of a checkout.
+tests/test_options_table.py fails while either file on disk differs from what this writes.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import json
 import os
 import sys
 
-from .table import KAFKA_OPTIONS, OPTIONS, Option, Parser
+from .table import KAFKA_OPTIONS, OPTIONS, Option, Parser, markdown_table
 
 #: The configs with generated fields, in the order the module lists them.
 CONFIGS = ("ReadOptions", "FetcherConfig", "QuotaConfig", "ClientConfig", "ValuesConfig")
@@ -61,11 +62,30 @@ def source() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: docs/options.md of a checkout: the option reference between its markers is markdown_table()
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                    "docs", "options.md")
+BEGIN, END = "<!-- options:begin -->\n", "<!-- options:end -->"
+
+
+def reference(page: str) -> str:
+    """``page`` (docs/options.md's text) with the generated reference between its markers."""
+    head, _, rest = page.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return head + BEGIN + markdown_table() + END + tail
+
+
 def main() -> int:
     text = source()
     with open(PATH, "w", encoding="utf-8") as f:
         f.write(text)
     print(f"wrote {PATH} ({text.count(chr(10))} lines)")
+    if os.path.exists(DOCS):          # a checkout (an installed package has no docs/)
+        with open(DOCS, encoding="utf-8") as f:
+            page = f.read()
+        with open(DOCS, "w", encoding="utf-8") as f:
+            f.write(reference(page))
+        print(f"wrote the option reference in {DOCS}")
     return 0
 
 

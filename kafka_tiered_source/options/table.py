@@ -6,7 +6,7 @@ the Kafka client's properties are rows of the same table, checked by the same va
 (:func:`unknown`): a name that is not declared is refused by name, with the closest declared
 name as a suggestion, whatever else is set.  Only a third-party fetcher's own declared options
 (``remote.storage.<its name>.*``) and ``remote.storage.custom.*`` (for a
-``remote.storage.fetcher.class``) pass through.  README's option table is :func:`markdown_table`.
+``remote.storage.fetcher.class``) pass through.  docs/options.md is :func:`markdown_table`.
 
 A row with ``field=`` is an attribute of a frozen config (:data:`CONFIG_OF_GROUP` says which;
 ``into=`` overrides it): the field's type follows the parser (``Literal`` for enumerations),
@@ -45,7 +45,7 @@ GROUP_TITLES = {
     "aiven": "Encrypted Aiven segments (`remote.storage.layout=aiven`)", "fetch": "Direct reads",
     "cost": "Costs", "quota": "Quotas", "metrics": "Metrics",
     "scan": "`kafka_tiered_source.scan()` and `kafka-tiered export` (Spark reads ignore them)",
-    "values": "Typed keys and values (a schema registry's serializers; README, \"Typed values\")",
+    "values": "Typed keys and values (a schema registry's serializers; docs/typed-values.md)",
     "kafka": "Kafka client (`kafka.` + the property)",
 }
 
@@ -185,7 +185,7 @@ def _typed_side(side: str) -> tuple[Option, ...]:
 # Adding an option is adding a row below (name, group, doc, parser, default; secret=True for
 # credentials).  Give it ``field="attr"`` and it becomes a typed, defaulted attribute of its
 # group's config, filled by the one parse: then run ``python -m kafka_tiered_source.options.codegen``
-# (it rewrites options/fields.py) and paste ``markdown_table()`` into README.md; the tests of
+# (it rewrites options/fields.py and the reference in docs/options.md); the tests of
 # the table fail while either is stale.  A row without a field is read by name where it is
 # used (a backend's ``config.option("remote.storage.x.y")``, the offsets JSON); a row nothing
 # reads fails those tests too.
@@ -390,7 +390,7 @@ def K(name: str, doc: str, parse: Parser = TEXT, default: Any = None, *, secret:
 KAFKA_OPTIONS: tuple[Option, ...] = (
     K("bootstrap.servers", "host:port,... of the brokers (none: read remote storage alone)"),
     K("security.protocol", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", TEXT, "PLAINTEXT"),
-    K("sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is refused: see README)",
+    K("sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is refused: see docs/security.md)",
       TEXT, "PLAIN"),
     K("sasl.jaas.config", 'a JAAS line: username="..." password="..." (PLAIN, SCRAM); clientId="..." '
       'clientSecret="..." scope="..." (OAUTHBEARER)', secret=True),
@@ -541,7 +541,7 @@ def unknown_kafka(key: str, shown: str) -> ConfigError | None:
 
 
 def markdown_table() -> str:
-    """README's option reference, generated from the table."""
+    """The option reference of docs/options.md, generated from the table."""
     lines = []
     for group, title in GROUP_TITLES.items():
         rows = in_group(group) if group != "kafka" else KAFKA_OPTIONS
