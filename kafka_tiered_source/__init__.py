@@ -76,7 +76,7 @@ def register(spark: _SparkSession, metrics_dir: str | None = None) -> None:
     cluster: ``metrics_dir`` (a path or fsspec URL every executor can write, e.g. ``s3://bucket/kt-metrics``
     or ``/Volumes/...``; the session's files go to ``<metrics_dir>/<session id>/<read id>/``),
     by default each machine's temp directory (local mode, single-machine clusters)."""
-    from .spark.metrics import install
+    from .spark.registration import install
     install(spark, metrics_dir)
 
 
@@ -153,7 +153,7 @@ def estimate(spark: _SparkSession | None = None, options: dict | None = None, *,
     estimate says so.  ``refresh=True`` reads ``__remote_log_metadata`` again from the start of
     the partitions the read needs, instead of from where this process's catalog or its snapshot
     stands (``remote.log.metadata.cache.dir``), and writes the snapshots anew."""
-    from .planning.estimate import estimate as _estimate
+    from .planning.checked import estimate as _estimate
     return _estimate(spark, options, where=where, check=check, refresh=refresh, **kw)
 
 

@@ -147,41 +147,6 @@ def check_budget(estimate: Estimate) -> None:
             f"${budget:g} (option 'cost.budget.usd'); nothing was read. Estimate: {estimate}")
 
 
-def estimate(spark=None, options: dict | None = None, *, where=None, check: bool = True, refresh: bool = False,
-             **kw) -> Estimate:
-    """Plan a read without reading data and count its GETs, bytes and dollars.
-
-    Options as for ``spark.read.format("kafka-tiered")``, as a dict and/or keywords
-    (``estimate(spark, {"kafka.bootstrap.servers": ...}, subscribe="t")``).  ``spark`` (optional) supplies the default ``client.id`` (its application name),
-    as the registered source does, and the time zone of zone-less times in ``where``.
-
-    ``where``: the filters the read's ``.where()`` would push down, so the estimate (and the
-    ``cost.budget.usd`` check) counts only what that read fetches: a SQL condition such as
-    ``"timestamp >= '2026-10-01' AND partition IN (0, 1)"``, a list of Spark filter objects or
-    of ``(column, op, value)`` tuples (every form: :mod:`kafka_tiered_source.planning.where`).
-    Nothing is derived from a DataFrame: give the condition you will filter with.
-
-    ``check``: storage is checked as the read checks it before any task (one cheap request with
-    the read's options, :mod:`.preflight`), so a wrong prefix, layout, bucket or key raises
-    :class:`~kafka_tiered_source.errors.StoragePreflightError` here, not when the read starts.
-    ``check=False`` plans without asking storage, on purpose (no credentials at hand, the store
-    not reachable from here); the estimate then says storage was not checked.
-
-    ``refresh``: the ``__remote_log_metadata`` catalog (kept in this process and as snapshots
-    under ``remote.log.metadata.cache.dir``) reads the metadata partitions of this read from
-    their start, and the snapshots are written anew."""
-    from dataclasses import replace
-    row_filter = None
-    if where is not None:   # the parser (and datetime) only for a condition
-        from .where import parse_where
-        zone = "UTC"
-        if spark is not None:
-            zone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-        row_filter = parse_where(where, time_zone=zone)
-    est = _estimate(spark, options, row_filter, check, refresh=refresh, **kw)
-    return replace(est, where=str(row_filter)) if row_filter else est
-
-
 def estimate_checked(planned: Plan, options, check: bool = True) -> Estimate:
     """:func:`estimate_plan`, after the storage check the read would make (``check``; raises
     :class:`~kafka_tiered_source.errors.StoragePreflightError`), saying which it was.  The plan
@@ -196,21 +161,3 @@ def estimate_checked(planned: Plan, options, check: bool = True) -> Estimate:
         return replace(est, storage_check=NOT_CHECKED)
     preflight(planned, options)
     return replace(est, storage_check=CHECKED)
-
-
-def _estimate(spark, options, row_filter, check: bool = True, *, refresh: bool = False, **kw) -> Estimate:
-    """The planning part of :func:`estimate`.  Planning talks to the brokers (Metadata, ListOffsets,
-    location Fetches) but issues few storage GETs: the offset index of segments that must be
-    split (``minPartitions``, ``maxRecordsPerPartition``, segments above
-    ``partition.target.bytes``) or that a range starts inside (Aiven: with their manifests),
-    and, offline, what finding offsets for timestamps reads (a time index, an offset index and
-    a few KiB of log per partition).  Those are not counted in the estimate."""
-    from ..options import ReadOptions
-    from ..options.read import with_default_client_id
-    from .checked import plan_read
-    opts = dict(options or {})
-    opts.update(kw)
-    if spark is not None:   # spark.app.name: classic and Connect alike
-        opts = with_default_client_id(opts, spark.conf.get("spark.app.name"))
-    read_options = ReadOptions.parse(opts)
-    return estimate_checked(plan_read(read_options, row_filter, refresh=refresh), read_options, check)

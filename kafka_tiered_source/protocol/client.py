@@ -30,6 +30,7 @@ from ..model import EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED, MAX_
 from ..options.client import IGNORED_KEYS, READ_COMMITTED, READ_UNCOMMITTED, ClientConfig
 from . import kip1248, messages as m
 from .connection import BrokerConnection, ConnectionLost
+from .cluster import BrokerNode, ListedOffset, PartitionInfo, TopicInfo
 from .fetch import ZERO_UUID, FetchAsk, FetchBuilder, FetchResult
 from .errors import (LEADER_NOT_AVAILABLE, NETWORK_EXCEPTION, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_ID,
                      UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, broker_error)
@@ -52,44 +53,6 @@ T = TypeVar("T")
 
 
 # --- results ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class BrokerNode:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    partition: int
-    leader: int
-    leader_epoch: int
-    replicas: tuple
-    isr: tuple
-    error_code: int = 0
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    name: str
-    topic_id: bytes
-    partitions: dict  # partition -> PartitionInfo
-    error_code: int = 0
-
-
-@dataclass(frozen=True)
-class ListedOffset:
-    partition: int
-    offset: int
-    timestamp: int
-    leader_epoch: int
-
 
 @dataclass(frozen=True)
 class ReadPolicy:

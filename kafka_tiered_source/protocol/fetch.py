@@ -12,7 +12,7 @@ from .connection import BrokerConnection
 from .errors import broker_error
 
 if TYPE_CHECKING:
-    from .client import TopicInfo
+    from .cluster import TopicInfo
 
 ZERO_UUID = bytes(16)     # a topic id Kafka has not assigned (or a broker did not send)
 

@@ -8,7 +8,7 @@ keeps it only when its topic id is wanted, or when it is no record :func:`topic_
 (:func:`~.remote_log_metadata.decode_record` then says what is wrong with it).  Null values
 (KIP-1266's tombstones) and control batches are passed over.
 
-Two backends, one rule, as the record decoder has them: ``_native.rlm_select`` (native/rlm.c),
+Two backends, one rule, as the record decoder has them: ``rlm_select`` (native/rlm.c),
 and the pure-Python reference below (``KAFKA_TIERED_NO_EXTENSIONS=1``), which checks the same
 things in the same order and names the same byte positions.  Both verify each batch's CRC-32C.
 Compressed batches (the metadata manager's producer sends none unless configured to) are
@@ -95,8 +95,8 @@ def select_records(data: Any, wanted: Collection[bytes] | None, *, origin: int =
 
 
 def _native_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, dbase: int, dcount: int) -> _Walk:
-    from .. import _native
-    return _native.rlm_select(data, origin, ids, verify_crc, dbase, dcount)
+    from .._native import rlm_select
+    return rlm_select(data, origin, ids, verify_crc, dbase, dcount)
 
 
 # -- the pure-Python reference: native/rlm.c, rule for rule -------------------------------------

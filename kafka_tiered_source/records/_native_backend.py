@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from .. import _native
+from .._native import Builder as _NativeBuilder
+from .._native import RecordFormatError, check_batch, crc32c
+from .._native import fill_constant_columns as _fill_constant_columns
 from .schema import HEADER_TYPE, TIMESTAMP_TYPE, kafka_schema
 
-RecordFormatError = _native.RecordFormatError
-check_batch = _native.check_batch
-crc32c = _native.crc32c
-_fill_constant_columns = _native.fill_constant_columns
+__all__ = ["Builder", "RecordFormatError", "check_batch", "crc32c"]   # what records/decoder.py takes
 
 _STRUCT_TYPE = HEADER_TYPE.value_type
 
@@ -40,7 +39,7 @@ class Builder:
     fused_streams = True
 
     def __init__(self, include_headers: bool = True, max_bytes: int = 2**31 - 1):
-        self._b = _native.Builder(include_headers, max_bytes)
+        self._b = _NativeBuilder(include_headers, max_bytes)
         self.include_headers = include_headers
         self.append = self._b.append
         self.append_lz4 = self._b.append_lz4

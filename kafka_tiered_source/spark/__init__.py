@@ -10,8 +10,8 @@ from __future__ import annotations
 
 def register(spark, metrics_dir: str | None = None) -> None:
     """Register the ``kafka-tiered`` format with ``spark`` (a ``SparkSession``): the same
-    registration as ``kafka_tiered_source.register`` (:func:`.metrics.install`)."""
-    from .metrics import install
+    registration as ``kafka_tiered_source.register`` (:func:`.registration.install`)."""
+    from .registration import install
     install(spark, metrics_dir)
 
 

@@ -3,7 +3,7 @@
 Classic Spark (a SparkContext in this process): a Spark accumulator.  Spark 4.3 runs a Python
 data source's ``__init__``/``schema()`` and ``partitions()`` in worker processes, never in the
 driver's Python process, so the data source itself cannot create one (there is no SparkContext
-there).  :func:`install` (called by ``kafka_tiered_source.register(spark)``) creates it on the
+there).  :func:`~.registration.install` (called by ``kafka_tiered_source.register(spark)``) creates it on the
 driver and registers the data source with the session's :class:`SessionContext` (the
 accumulator, the application name, the default ``client.id``, and id), which travels inside the
 registered class (``datasource.for_session``).  Tasks add their
@@ -17,13 +17,13 @@ than the driver and the executors): a metrics directory
 ``<dir>/<read id>/``; :func:`read_history` runs a one-task Spark job that reads the session's
 directory *on the cluster* and returns the files' contents, so the client needs no access to
 the location, only the executors do.  The directory is ``<metrics_dir>/<session id>`` when
-:func:`install` was given one (a shared location: ``s3://...``, ``/Volumes/...``,
+:func:`~.registration.install` was given one (a shared location: ``s3://...``, ``/Volumes/...``,
 ``/dbfs/...``), else ``<temp dir>/kafka-tiered-metrics/<session id>`` on each machine, which
 serves local mode and single-machine clusters.  A read with fewer task files than planned tasks
 is logged (files on other machines' local disks cannot be seen: give a shared ``metrics_dir``).
 
 Reads through the automatically registered source (``pyspark_kafka_tiered``) still work, but
-their totals reach the caller only if :func:`install` ran first (or, anywhere, when the read
+their totals reach the caller only if :func:`~.registration.install` ran first (or, anywhere, when the read
 sets ``metrics.dir`` and :func:`read_history` is given the same directory).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ import weakref
 from dataclasses import dataclass
 
 from ..metrics.reader import ReadHistory
-from .session import app_id, app_name, check_format, is_connect, session_id
+from .session import app_id, is_connect, session_id
 
 log = logging.getLogger(__name__)
 
@@ -124,38 +124,14 @@ def with_metrics_dir(options, directory: str | None, session: str | None):
     return dataclasses.replace(options, metrics_dir=resolve(directory, session))
 
 
-def install(spark, metrics_dir: str | None = None) -> None:
-    """Register the ``kafka-tiered`` source with ``spark`` so that its tasks' metrics reach
-    :func:`read_history` here, and its default ``client.id`` is the application name.
-    ``metrics_dir``: the base of the session's metrics directory (Connect; optional on classic,
-    where the accumulator is the channel and the files are an extra copy)."""
-    check_format(spark)       # before importing the data source: Spark 3.x has no pyspark.sql.datasource
-    from .datasource import for_session
-    base = metrics_dir.rstrip("/") if metrics_dir else None
-    if is_connect(spark):
-        sid = session_id(spark)
-        directory = f"{base}/{sid}" if base else None
-        _connect_dirs[sid] = directory
-        context = SessionContext(app_name=app_name(spark), app_id=app_id(spark), metrics_dir=directory,
-                                 session=sid)
-    else:
-        context = SessionContext(accumulator(spark), app_name(spark), app_id(spark),
-                                 f"{base}/{session_id(spark)}" if base else None)
-    try:
-        spark.dataSource.register(for_session(context))
-    except Exception as exc:
-        # Spark 4.0 refuses to replace a statically registered source (pyspark_kafka_tiered,
-        # when this package is installed); 4.1+ replace it with a warning
-        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
-            raise
-        log.warning("kafka-tiered: Spark %s keeps the automatically registered kafka-tiered source, so "
-                    "this session's reads report no totals to last_read_stats(spark) and their client.id "
-                    "defaults to 'kafka-tiered'; give reads metrics.dir (and last_read_stats the same "
-                    "metrics_dir), or use kafka_tiered_source.read(spark, ...)", spark.version)
+def set_connect_dir(session: str, directory: str | None) -> None:
+    """Where the tasks of Spark Connect session ``session`` write their metrics (None: each
+    machine's temp directory), as :func:`~.registration.install` set it up."""
+    _connect_dirs[session] = directory
 
 
 def read_history(spark, metrics_dir: str | None = None) -> ReadHistory:
-    """Every read's totals in this session so far (reads since :func:`install`, and
+    """Every read's totals in this session so far (reads since :func:`~.registration.install`, and
     ``kafka_tiered_source.read()`` reads).  ``metrics_dir``: read that directory instead (a
     read's own ``metrics.dir``), on the cluster."""
     if metrics_dir is not None:

@@ -27,7 +27,7 @@ from types import FrameType
 from typing import Mapping
 
 from ..options.table import BY_KEY
-from .datasource import KafkaTieredReader, plan_partitions, read_partition
+from .partitions import KafkaTieredReader, plan_partitions, read_partition
 
 log = logging.getLogger(__name__)
 

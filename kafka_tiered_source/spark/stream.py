@@ -31,7 +31,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, Re
                                               SupportsTriggerAvailableNow)
 
 from ..options import ReadOptions
-from .datasource import plan_partitions, read_partition
+from .partitions import plan_partitions, read_partition
 
 if TYPE_CHECKING:
     from ..planning.stream import StreamPlanner

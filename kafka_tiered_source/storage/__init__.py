@@ -7,7 +7,7 @@ pulls in no cloud SDK.
 """
 from ..options.storage import FetcherConfig
 from .fetcher import ObjectStoreFetcher, RemoteConnectionError, RemoteStorageFetcher
-from .layouts import Layout
+from .layout import Layout
 from .observer import CountingObserver, FetchObserver
 from .registry import (BUILTIN_FETCHERS, available_fetchers, create_fetcher, fetcher_class,
                        register_fetcher)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, cast
 
 from ..errors import SegmentFormatError
 from . import aiven
-from .layouts import Layout, ObjectReader
+from .layout import Layout, ObjectReader
 from .parts import Part, ReadPlan
 
 if TYPE_CHECKING:

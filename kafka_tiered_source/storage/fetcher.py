@@ -28,7 +28,8 @@ from typing import Any, Iterator, Sequence
 
 from ..errors import (ListingNotSupported, RemoteConnectionError, RemoteStorageError, RemoteThrottled)
 from ..options.storage import FetcherConfig
-from .layouts import NO_LAYOUT, Layout, layout_for
+from .layout import NO_LAYOUT, Layout
+from .layouts import layout_for
 from .observer import FetchObserver
 from .parts import Part, ReadPlan, coalesce, split
 from .store import RETRIABLE, THROTTLE_CODES, ByteRangeStore, classify_status

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterator, Protocol
 
-from .layouts import Layout
+from .layout import Layout
 
 
 class SegmentCatalog(Protocol):

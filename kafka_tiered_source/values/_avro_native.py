@@ -1,5 +1,5 @@
-"""The native Avro decoder's adapter: packs a compiled resolution into ``_native.AvroProgram``
-(checked by the C side when made) and wraps the column buffers ``_native.avro_decode`` fills as
+"""The native Avro decoder's adapter: packs a compiled resolution into ``AvroProgram``
+(checked by the C side when made) and wraps the column buffers ``avro_decode`` fills as
 one Arrow array, without a copy (``pa.py_buffer`` over memory the C side allocated)."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from array import array
 
 import pyarrow as pa
 
-from .. import _native
+from .._native import AvroProgram, avro_decode
 from . import _avro_resolve as R
 
 
-def pack(prog: R.Program) -> "_native.AvroProgram":
+def pack(prog: R.Program) -> "AvroProgram":
     ops = array("i", [v for op in prog.ops for v in op])
     offsets = array("q", [0])
     for c in prog.consts:
@@ -21,7 +21,7 @@ def pack(prog: R.Program) -> "_native.AvroProgram":
     for col in prog.columns:
         cols.extend((col.kind, len(col.children), len(children)))
         children.extend(col.children)
-    return _native.AvroProgram(ops.tobytes(), array("i", prog.table).tobytes(),
+    return AvroProgram(ops.tobytes(), array("i", prog.table).tobytes(),
                                b"".join(prog.consts), offsets.tobytes(), cols.tobytes(),
                                children.tobytes(), prog.root)
 
@@ -51,7 +51,7 @@ def _array(prog: R.Program, bufs: list, i: int) -> pa.Array:
     return pa.Array.from_buffers(col.type, n, [validity, wrap(data)], null_count=nulls)
 
 
-def decode(prog: R.Program, native: "_native.AvroProgram", values: pa.Array,
+def decode(prog: R.Program, native: "AvroProgram", values: pa.Array,
            rows: pa.Array | None, skip: int, permissive: bool
            ) -> tuple[pa.Array, list[tuple[int, int, str]], tuple | None]:
     """-> (array, bad, error), as :func:`._avro_python.decode`."""
@@ -61,7 +61,7 @@ def decode(prog: R.Program, native: "_native.AvroProgram", values: pa.Array,
         rbuf, roff, nrows = None, 0, len(values)
     else:
         rbuf, roff, nrows = rows.buffers()[1], rows.offset, len(rows)
-    cols, bad, error = _native.avro_decode(native, vbufs[0], vbufs[1], data, values.offset,
+    cols, bad, error = avro_decode(native, vbufs[0], vbufs[1], data, values.offset,
                                            len(values), rbuf, roff, nrows, skip, permissive)
     if error is not None:
         return None, [], error
