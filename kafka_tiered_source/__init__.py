@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 _SparkSession = Any
 _DataFrame = Any
 
-__version__ = "0.1.0"
 
 __all__ = [
     "__version__",
@@ -163,3 +162,10 @@ def describe_read(spark: _SparkSession, options: dict) -> str:
     the text (see :mod:`kafka_tiered_source.spark.jobs`)."""
     from .spark.jobs import describe_read as _describe
     return _describe(spark, options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":       # from the distribution's metadata (pyproject.toml), when asked
+        from .version import package_version
+        return package_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

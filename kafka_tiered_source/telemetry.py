@@ -30,6 +30,8 @@ import threading
 import time
 from collections import OrderedDict
 
+from .version import package_version
+
 log = logging.getLogger(__name__)
 
 PREFIX = "kafka.tiered.reader."
@@ -181,19 +183,9 @@ def otlp_metrics(totals, *, resource: dict | None = None, prefixes=("",),
     rm.resource.attributes.extend(attrs(resource or {}))
     sm = rm.scope_metrics.add()
     sm.scope.name = "kafka_tiered_source"
-    sm.scope.version = _version()
+    sm.scope.version = package_version()
     sm.metrics.extend(metrics)
     return data.SerializeToString()
-
-
-def _version() -> str:
-    """The installed distribution's version, from its metadata (not from the package root,
-    which would import every layer above this one)."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("kafka-tiered-source")
-    except PackageNotFoundError:     # run from a source tree that was never installed
-        return "0+unknown"
 
 
 def decode_otlp(payload: bytes) -> list[dict]:

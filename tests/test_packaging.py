@@ -60,3 +60,15 @@ def test_an_unreadable_version_is_an_error():
     with pytest.raises(UnsupportedSparkError, match="cannot tell the Spark version"):
         session.parse_version("unknown")
 
+
+
+def test_the_version_is_pyproject_s():
+    """One place states the version: pyproject.toml; the package root and the telemetry's client
+    software version read it from the installed distribution's metadata."""
+    import re
+
+    import kafka_tiered_source
+    from kafka_tiered_source.version import package_version
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        declared = re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1)
+    assert kafka_tiered_source.__version__ == package_version() == declared
