@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from itertools import pairwise
 
 import pytest
@@ -16,7 +17,7 @@ MAX_LINES = 600
 # Bottom to top.  A part may import parts of its own layer or below; within a layer the graph
 # must still be acyclic.  "(package)" is kafka_tiered_source/__init__.py, the public facade.
 LAYERS = [
-    {"errors", "model", "ids", "redact", "_native"},   # vocabulary: imports nothing of ours
+    {"errors", "model", "ids", "redact", "version", "_native"},   # vocabulary: imports nothing of ours
     {"options"},                                        # one option table, frozen configs
     {"protocol", "records"},                            # Kafka wire messages; v2 batches -> Arrow
     {"storage"},                                        # fetchers, layouts, index files
@@ -64,7 +65,7 @@ def _imports(path: str, module: str, is_package: bool):
                 yield target, node.lineno
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith(PACKAGE + "."):
+                if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
                     yield alias.name, node.lineno
 
 
@@ -112,6 +113,44 @@ def test_no_import_cycle_between_parts():
             break
     where = [edges[a][b] for a, b in pairwise(cycle)]
     assert cycle == [], f"cycle {' -> '.join(cycle)} at {where}"
+
+
+# DESIGN.md's diagram names these groups of parts as one node
+DIAGRAM_NODES = {"errors": "vocabulary", "model": "vocabulary", "ids": "vocabulary", "redact": "vocabulary",
+                 "version": "vocabulary", "_native": "vocabulary", "metrics": "accounting", "cost": "accounting",
+                 "quota": "accounting", "telemetry": "accounting", "(package)": "package"}
+
+
+def _reduced(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The edges no other path implies (the transitive reduction of an acyclic graph)."""
+    def reach(start: str, without: tuple[str, str]) -> set[str]:
+        seen: set[str] = set()
+        todo = [n for n in edges.get(start, ()) if (start, n) != without]
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                todo += edges.get(n, ())
+        return seen
+    return {(a, b) for a, bs in edges.items() for b in bs if b not in reach(a, (a, b))}
+
+
+def test_design_diagram_is_the_import_graph():
+    """DESIGN.md's mermaid diagram has exactly the edges of the parts' import graph that no
+    other path implies: drawn from the code, so it cannot drift from it."""
+    edges: dict[str, set[str]] = {}
+    for src, dsts in _graph().items():
+        for dst in dsts:
+            a, b = DIAGRAM_NODES.get(src, src), DIAGRAM_NODES.get(dst, dst)
+            if a != b:
+                edges.setdefault(a, set()).add(b)
+    with open(os.path.join(os.path.dirname(ROOT), "DESIGN.md"), encoding="utf-8") as f:
+        design = f.read()
+    block = re.search(r"```mermaid\n(.*?)```", design, re.S)
+    assert block, "DESIGN.md has no mermaid diagram"
+    drawn = set(re.findall(r"^\s*([\w]+)\s*-->\s*([\w]+)\s*$", block.group(1), re.M))
+    assert drawn == _reduced(edges), (
+        f"missing from the diagram: {sorted(_reduced(edges) - drawn)}; not in the code: {sorted(drawn - _reduced(edges))}")
 
 
 @pytest.mark.parametrize("path", sorted(p for p, _, _ in _modules()))
