@@ -18,13 +18,15 @@ type.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, SchemaError
 from ..model import Assign, Subscribe
 from ..options.typed_values import SIDES, SideConfig, ValuesConfig
-from .formats import ReaderSchema, reader_type
-from .registry import RegistryClient, registry_client
+
+if TYPE_CHECKING:       # formats and the registry client (numpy, HTTP) only for typed reads
+    from .formats import ReaderSchema
+    from .registry import RegistryClient
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ def subjects(side: SideConfig, topics: tuple[str, ...] | None) -> list[str]:
 
 
 def reader_schema(side: SideConfig, client: RegistryClient | None, topics: tuple[str, ...] | None) -> ReaderSchema:
+    from .formats import ReaderSchema, reader_type
     if side.schema is not None:
         typ = reader_type(side.format, side.schema, {}, side.record_name)
         return ReaderSchema(side.side, side.format, side.schema, typ, record_name=side.record_name)
@@ -88,6 +91,14 @@ def resolve_readers(options: Any) -> Any:
     config: ValuesConfig = options.values
     if config.readers is not None or not any(config.side(s).registry for s in SIDES):
         return options
+    try:
+        import numpy  # noqa: F401  (framing and the decoders need it)
+    except ImportError:
+        sides = [s for s in SIDES if config.side(s).registry]
+        typed = ", ".join(f"{s}.format={config.side(s).format}" for s in sides)
+        raise ConfigError(f"{typed} needs numpy, which is not installed: pip install "
+                          f"'kafka-tiered-source[values]'", option=f"{sides[0]}.format") from None
+    from .registry import registry_client
     client = None
     if any(config.side(s).registry and config.side(s).schema is None for s in SIDES):
         client = registry_client(config, sasl_of(options))
