@@ -27,6 +27,13 @@ def checked_works(ranges: Sequence[PartitionRange], located: dict, *, row_filter
                 Exclusion(p.offset_start, p.offset_end, f"pushed-down filter: every record of segment "
                                                         f"{p.segment.segment_id} is older than the timestamp bound")
                 for p in loc.pieces if id(p) not in left and isinstance(p, SegmentSlice)]
+        # a copy of an empty segment (LogCleaner keeps them; RemoteLogManager copies them) holds
+        # no record: nothing to GET
+        empty = [p for p in kept if isinstance(p, SegmentSlice) and p.segment.size_bytes == 0]
+        if empty:
+            kept = [p for p in kept if not (isinstance(p, SegmentSlice) and p.segment.size_bytes == 0)]
+            exclusions += [Exclusion(p.offset_start, p.offset_end, f"segment {p.segment.segment_id} is "
+                                     f"empty (0 bytes): compaction left it no record") for p in empty]
         check_cover(f"{pr.topic}-{pr.partition}", pr.start, pr.end, kept, exclusions)
         if kept:
             works.append(PartitionWork(pr.topic, pr.partition, pr.topic_id, tuple(kept)))

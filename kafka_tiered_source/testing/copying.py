@@ -32,8 +32,8 @@ def tier(storage: "BrokerStorage", parts: list["Partition"]) -> list[RemoteSegme
                 nxt = segs[i + 1].base_offset
                 if nxt > lso:
                     break
-                if segs[i].size == 0:
-                    continue
+                # an empty segment (a cleaned one, LogCleaner keeps them) is copied too:
+                # RemoteLogManager.candidateLogSegments takes every closed segment
                 copied.append(remote.copy(segs[i], nxt, log.epochs))
             local_retention(storage, part)
     return copied

@@ -41,8 +41,10 @@ from .remote import S3Options, open_remote_store
 from . import copying
 from .partition import RLMM_TOPIC, Partition
 from .rlmm import RemoteLogMetadataWriter
+from . import remote_read
+from .remote_read import RemoteNotFound
 from .tiering import (
-    LAYOUT_AIVEN, RemoteNotFound, RemotePartition, RemoteSegmentMetadata, TieringConfig,
+    LAYOUT_AIVEN, RemotePartition, RemoteSegmentMetadata, TieringConfig,
 )
 
 TOPICS_FILE = "broker-topics.json"
@@ -272,22 +274,29 @@ class BrokerStorage:
             return part.log_start_offset
 
     def compact(self, topic: str, partition: int, *, remove_tombstones: bool = True) -> int:
-        """Kafka's LogCleaner on the partition's closed segments (:func:`.cleaner.compact`): a
-        record goes when a later one has its key, a tombstone too with ``remove_tombstones``
-        (delete.retention.ms passed); offsets stay.  Returns the records removed."""
+        """One LogCleaner round on every replica's closed segments below the LSO
+        (:func:`.cleaner.compact`): a record goes when a later one has its key, a tombstone too
+        with ``remove_tombstones`` (delete.retention.ms passed), keyless and aborted records
+        go; offsets stay; segments already tiered are left as their copies are.  Returns the
+        records removed (the most any replica removed)."""
         from .cleaner import compact
         part = self.partition(topic, partition)
         with part.lock:
-            return max(compact(log, remove_tombstones=remove_tombstones) for log in part.replicas)
+            tiered = part.remote.highest_offset if part.remote is not None else -1
+            return max(compact(log, remove_tombstones=remove_tombstones, tiered_end=tiered)
+                       for log in part.replicas)
 
-    def unclean_leader_election(self, topic: str, partition: int, log_end_offset: int) -> int:
-        """A replica whose log ends at ``log_end_offset`` becomes leader uncleanly: every log of
-        the partition is truncated there and a new leader epoch starts (:func:`.cleaner.truncate`).
-        Returns the new epoch."""
-        from .cleaner import truncate
+    def unclean_leader_election(self, topic: str, partition: int, log_end_offset: int,
+                                replica: int | None = None) -> int:
+        """Replica ``replica`` (default: the leader), its log ending at ``log_end_offset``,
+        becomes leader uncleanly with a new leader epoch; the other replicas truncate to its
+        epoch's end as Kafka's followers do (:func:`.election.unclean_election`).  Checked first:
+        a refusal (an offset outside the log or inside a batch) changes nothing.  Returns the
+        new epoch."""
+        from .election import unclean_election
         part = self.partition(topic, partition)
         with part.lock:
-            return truncate(part, log_end_offset)
+            return unclean_election(part, log_end_offset, replica)
 
     # ---------------------------------------------------------------------------- leader epochs
     def bump_leader_epoch(self, topic: str, partition: int) -> int:
@@ -385,7 +394,7 @@ class BrokerStorage:
             if offset < o.local_log_start_offset and part.remote is not None and part.remote.copies:
                 t0 = time.perf_counter()
                 try:
-                    r = part.remote.read(offset, max_bytes)
+                    r = remote_read.read(part.remote, offset, max_bytes)
                 except RemoteNotFound as exc:
                     # RemoteLogManager.read: OffsetOutOfRangeException, "does not exist in remote tier"
                     return answer(error="OFFSET_OUT_OF_RANGE", message=str(exc))
@@ -399,8 +408,10 @@ class BrokerStorage:
                 self.metrics.add("remote_fetch_requests_total", client_id, topic)
                 self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
                 aborted = None
-                if committed:
+                if committed and r.records:
                     aborted = self._aborted(part, part.remote, offset, r.next_offset, r.segment)
+                # no batch at or after the offset in the chain of copies (compacted away):
+                # RemoteLogManager.read answers empty records, no error, an empty aborted list
                 return answer(r.records, aborted, remote=True)
             if offset < o.local_log_start_offset:
                 return answer(error="OFFSET_OUT_OF_RANGE",
@@ -441,22 +452,33 @@ class BrokerStorage:
                 return None
             if not (o.log_start_offset <= offset < o.local_log_start_offset):
                 return None
-            found = part.remote.serving(offset)
+            found = remote_read.serving(part.remote, offset)
             if found is None:
-                return None
-            meta, offset = found
-            h = part.remote.hint(meta, offset, max_bytes)
+                return None         # answered as a fetch: OFFSET_OUT_OF_RANGE (RemoteLogManager.read)
+            meta = found.segment
             aborted = None
-            if isolation_level == READ_COMMITTED:
-                aborted = self._aborted(part, part.remote, offset, h.next_offset, meta)
+            if found.batch is None:
+                # RemoteLogManager.read would serve nothing (no batch at or after the offset in
+                # the chain of copies): the location of the chain's last copy, with no bytes;
+                # its end offset says where a reader goes on
+                start = end = remote_read.empty_position(part.remote, found)
+                if isolation_level == READ_COMMITTED:
+                    aborted = []
+            else:
+                h = remote_read.hint(part.remote, found, max_bytes)
+                start, end = h.start, h.end
+                if isolation_level == READ_COMMITTED:
+                    aborted = self._aborted(part, part.remote, offset, h.next_offset, meta)
             url = part.remote.presign(meta)
             self.metrics.add("location_grants_total", client_id, topic)
-            self.metrics.add("location_granted_bytes_total", client_id, topic, h.end - h.start)
+            self.metrics.add("location_granted_bytes_total", client_id, topic, end - start)
+            # the end offset is where the copy's part on the lineage ends: the copy's end offset
+            # unless an unclean election cut the lineage inside it (remote_read.lineage_end)
             return LocationAnswer(
                 topic=topic, topic_id=part.topic.topic_id_bytes, partition=partition,
                 segment_id=meta.segment_id_bytes, custom_metadata=meta.custom_metadata_bytes,
-                start_position=h.start, end_position=h.end, base_offset=meta.base_offset,
-                end_offset=meta.end_offset, size_bytes=meta.size_bytes,
+                start_position=start, end_position=end, base_offset=meta.base_offset,
+                end_offset=found.lineage_end - 1, size_bytes=meta.size_bytes,
                 high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
                 log_start_offset=o.log_start_offset, aborted=aborted, object_key=meta.log_key,
                 presigned_url=url)
