@@ -85,13 +85,14 @@ class Kip1248Locator:
         if self.strict and self.tiered_ends is not None:
             for w in walks.values():
                 if w.limit > w.pr.start:     # something of the range is only in remote storage
-                    self._check_found(w.pr, out[(w.pr.topic, w.pr.partition)])
+                    self._check_found(w.pr, out[(w.pr.topic, w.pr.partition)], w.answered)
         return out
 
-    def _check_found(self, pr: PartitionRange, loc: Located) -> None:
+    def _check_found(self, pr: PartitionRange, loc: Located, answered: bool) -> None:
         """A walk that found nothing although the range is tiered: the broker ignored the tags,
-        which is an error when ``kip1248`` was asked for by name."""
-        if loc.segments or pr.start >= pr.end:
+        which is an error when ``kip1248`` was asked for by name.  (A walk answered with
+        locations that serve nothing, compacted copies, found what there is.)"""
+        if loc.segments or answered or pr.start >= pr.end:
             return
         latest_tiered = self.tiered_ends(pr) if self.tiered_ends is not None else None
         if latest_tiered is not None and latest_tiered >= pr.start:
@@ -129,6 +130,7 @@ class _Walk:
         self.probing = False
         self.pieces: list = []        # SegmentSlice, or (start, end, tiered spans) for the brokers
         self.exclusions: list[Exclusion] = []
+        self.answered = False         # the leader answered a location
         # first offset of a slice -> the aborted transactions the leader answered for it
         self.aborted_at: dict[int, tuple] = {}
         self.remote_bytes = self.remote_offsets = 0
@@ -137,6 +139,7 @@ class _Walk:
         """Take one Fetch answer; what to ask next, or None when the walk is over."""
         if not result.has_remote_location:
             return None              # records, not a location: the rest is the brokers'
+        self.answered = True
         if self.probing:             # the leader answers locations: ask for the whole segment
             self.probing = False
             return self.offset, INT32_MAX

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from .remote_read import lineage_end
 from .tiering import RemotePartition, RemoteSegmentMetadata
 
 if TYPE_CHECKING:
@@ -101,7 +102,10 @@ def expire(parts: list["Partition"], now: int) -> list[RemoteSegmentMetadata]:
                     gone.append(meta)
             if not gone:
                 continue
-            new_start = min(max(part.log_start_offset, max(m.end_offset for m in gone) + 1),
+            # the log start moves past the deleted copies' parts on the lineage: an old leader's
+            # copy holds offsets past an unclean election's cut that are not the log's
+            new_start = min(max(part.log_start_offset,
+                                max(lineage_end(remote, m, m.base_offset) for m in gone)),
                             part.log.log_end_offset)
             gone += [m for m in remote.segments if m.end_offset < new_start and m not in gone]
             deleted += remote.delete(gone)
