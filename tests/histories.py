@@ -128,6 +128,13 @@ class History:
         self.aborted = {o for o in self.aborted if o < offset}
         self.log_end = offset
 
+    def data_between(self, start: int, end: int) -> bytes:
+        """The written batches of offsets ``[start, end]`` (batch-aligned), as one segment."""
+        parts = [w for w in self.written if start <= w.base and w.last <= end]
+        if not parts or parts[0].base != start or parts[-1].last != end:
+            raise ValueError(f"[{start}, {end}] is not batch-aligned")
+        return b"".join(w.data for w in parts)
+
     @property
     def bases(self) -> list[int]:
         return [w.base for w in self.written]

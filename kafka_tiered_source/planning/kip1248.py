@@ -23,7 +23,6 @@ from ..ids import uuid_to_str
 from ..model import EARLIEST_LOCAL
 from ..protocol.rounds import fetch_rounds
 from ..storage.segment import RemoteSegment
-from .coverage import Exclusion
 from .locate import OPTION, Located, TieredEnds, broker_range, broker_tail, merged
 from .packing import SegmentSlice
 from .plan import PartitionRange
@@ -129,7 +128,6 @@ class _Walk:
         self.limit = pr.end
         self.probing = False
         self.pieces: list = []        # SegmentSlice, or (start, end, tiered spans) for the brokers
-        self.exclusions: list[Exclusion] = []
         self.answered = False         # the leader answered a location
         # first offset of a slice -> the aborted transactions the leader answered for it
         self.aborted_at: dict[int, tuple] = {}
@@ -158,27 +156,23 @@ class _Walk:
                              if part.remote_log_segment_custom_metadata is not None else None),
             presigned_url=part.signed_remote_log_segment_location,
             storage_format=part.storage_format_version or "ApacheKafkaV1")
-        # A later segment than asked for: the leader serves the offset from that segment's first
-        # batch (RemoteLogManager.read moved past a copy whose tail holds no record), so no
-        # record lies between.
+        # A later segment than asked for: the leader would serve the offset from that segment's
+        # first batch (RemoteLogManager.read moved past a copy whose tail holds no record).  The
+        # offsets between go to the brokers, which answer them so; a tiered copy serves them.
         first = max(self.offset, seg.base_offset)
         if first > self.offset:
-            self.exclusions.append(Exclusion(self.offset, min(first, pr.end), (
-                f"no record: compacted away (the leader serves offset {self.offset} from segment "
-                f"{seg.segment_id}, which starts at {seg.base_offset})")))
+            end = min(first, pr.end)
+            self.pieces.append((self.offset, end, ((self.offset, end),)))
         if first >= pr.end:
             self.offset = pr.end
             return None
         seg_end = min(pr.end, seg.end_offset + 1)
-        if end_pos == start_pos:
-            # the leader would serve nothing: no batch at or after the offset up to the segment's
-            # end on the lineage (its end offset), nor in a copy after it
-            self.exclusions.append(Exclusion(first, seg_end, (
-                f"no record: compacted away (the leader answers offset {first} with no batch "
-                f"up to the end {seg.end_offset} of segment {seg.segment_id})")))
-        elif self.locator.spans_only or (not self.locator.storage_configured
-                                         and not part.signed_remote_log_segment_location):
-            # nothing to read the segment with (or direct reads off): the brokers serve it
+        if end_pos == start_pos or self.locator.spans_only or (
+                not self.locator.storage_configured and not part.signed_remote_log_segment_location):
+            # No bytes (the leader would serve nothing up to the segment's end offset: a fetch
+            # answers empty records there), nothing to read the segment with, or direct reads
+            # off: the brokers serve it, and an empty answer there is the copy's compacted tail.
+            # (A location alone never makes offsets be skipped: a wrong one costs a fetch.)
             self.pieces.append((first, seg_end, ((first, seg.end_offset + 1),)))
         else:
             self.aborted_at[first] = _aborted(part)
@@ -217,7 +211,7 @@ class _Walk:
             return [a for start, entries in sorted(aborted_at.items()) if first <= start < end
                     for a in entries]
 
-        located = Located(pieces, aborted_for, list(self.exclusions))
+        located = Located(pieces, aborted_for)
         located.coverage = tuple((p.offset_start, p.offset_end, p.segment if isinstance(p, SegmentSlice) else None)
                                  for p in pieces)
         return located
