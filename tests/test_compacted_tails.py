@@ -190,6 +190,16 @@ def test_every_path_reads_the_compacted_copies_exactly(clusters, kind, path, iso
         assert got == want, (locator, path)
 
 
+@pytest.mark.parametrize("iso", ISOLATION)
+def test_direct_reads_off_on_a_kip1248_broker_without_the_metadata_topic(clusters, iso):
+    """The plan learns the tiered spans from the KIP-1248 walk (its locations go unused)."""
+    c = clusters["kip"]
+    o = opts(c, iso, **{"fetch.remote.enabled": "false", "remote.log.metadata.topic": "no-such-topic"})
+    plan = planning.plan(o)
+    assert not plan.remote_ranges and any(r.tiered for r in plan.broker_ranges)
+    assert rows_of(read_tasks(o, plan.tasks)[0], TOPIC) == expected(iso == "read_committed")
+
+
 @pytest.mark.parametrize("kind", ["today", "kip"])
 def test_ranges_that_start_or_end_inside_a_tail(clusters, kind):
     """A micro-batch of a stream is planned as a batch read of its range (planning/stream.py):
