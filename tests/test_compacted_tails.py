@@ -21,7 +21,7 @@ import time
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker_fixtures import consume_kafka_python
+from broker_fixtures import consume_confluent, consume_kafka_python
 from histories import rows_of
 from spark_helpers import read_tasks
 
@@ -158,7 +158,8 @@ def test_the_broker_answers_a_compacted_tail_as_remote_log_manager_read_does(clu
 
 def test_kafka_python_moves_past_a_tail_the_next_copy_follows_and_stalls_where_none_does(clusters):
     """As against Kafka: kafka-python's position goes past the first two tails (the broker serves
-    the next copy's batches) and stays at the third (empty answers); past it, it reads on."""
+    the next copy's batches) and stays at the third (empty answers); past it, it reads on.
+    librdkafka stalls there too."""
     c = clusters["today"]
     t0 = time.monotonic()
     with pytest.raises(AssertionError, match="position 24 of tails-0 did not reach 34"):
@@ -168,6 +169,9 @@ def test_kafka_python_moves_past_a_tail_the_next_copy_follows_and_stalls_where_n
     assert [r["offset"] for r in got] == [o for o, _, _ in expected(False, end=24)]
     after = consume_kafka_python(c.bootstrap_servers, TOPIC, 0, start=CUT, timeout_s=10)
     assert [r["offset"] for r in after] == [o for o, _, _ in expected(False, start=CUT)]
+    # librdkafka (confluent-kafka) too: the records before the last tail, then nothing
+    with pytest.raises(AssertionError, match=f"no end of tails-0 in 2 s \\({len(expected(False, end=24))} records"):
+        consume_confluent(c.bootstrap_servers, TOPIC, 0, timeout_s=2)
 
 
 # --- every read path --------------------------------------------------------------------------
