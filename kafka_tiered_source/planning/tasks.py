@@ -51,13 +51,6 @@ class BrokerRange:
     estimated_bytes: int
     tiered: tuple[tuple[int, int], ...] = ()
 
-    def tiered_end(self, offset: int) -> int | None:
-        """The end of the tiered span holding ``offset`` (None: no copy the plan knows)."""
-        for s, e in self.tiered:
-            if s <= offset < e:
-                return e
-        return None
-
     @property
     def estimated_records(self) -> int:
         return self.offset_end - self.offset_start
