@@ -284,12 +284,12 @@ def test_spark_reads_the_compacted_copies_exactly(clusters, spark):
 @pytest.mark.spark
 def test_a_stream_reads_the_compacted_copies_exactly(clusters, spark, tmp_path):
     """readStream with Trigger.AvailableNow through the brokers on today's Kafka, micro-batches
-    of 15 offsets: the first edge falls inside the middle tail, the second past the last one."""
+    of 25 offsets: the edge between the two falls inside the last tail."""
     kts.register(spark)
     c = clusters["today"]
     df = (spark.readStream.format("kafka-tiered")
           .options(**{"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": TOPIC,
-                      "startingOffsets": "earliest", "maxOffsetsPerTrigger": "15", "fetch.remote.enabled": "false",
+                      "startingOffsets": "earliest", "maxOffsetsPerTrigger": "25", "fetch.remote.enabled": "false",
                       "remote.storage.uri": f"file://{c.remote_dir}", "remote.storage.layout": c.layout,
                       "kafkaConsumer.pollTimeoutMs": "20000"}).load())
     q = (df.writeStream.format("parquet").option("path", str(tmp_path / "out"))
