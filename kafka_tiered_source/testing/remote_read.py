@@ -53,7 +53,8 @@ class Hint:
     segment: "RemoteSegmentMetadata"
     start: int                      # byte position of the first batch served
     end: int                        # exclusive
-    next_offset: int                # offset after the last batch in [start, end)
+    next_offset: int | None         # offset after the last batch in [start, end); None: no batch
+    lineage_end: int = 0            # where the copy's part on the lineage ends (exclusive)
 
 
 @dataclass(frozen=True)
@@ -125,15 +126,22 @@ def hint(remote: "RemotePartition", served: Served, max_bytes: int) -> Hint:
         if p + size - start > max_bytes or last >= served.lineage_end:
             break
         end, nxt = p + size, last + 1
-    return Hint(served.segment, start, end, nxt)
+    return Hint(served.segment, start, end, nxt, served.lineage_end)
 
 
-def empty_position(remote: "RemotePartition", served: Served) -> int:
-    """Where the copy's batches on the lineage end: the position of a location answer that
-    serves nothing (every batch of the copy lies before the offset)."""
-    table = remote.batches(served.segment)
-    i = bisect.bisect_left(table, served.lineage_end, key=lambda t: t[0])
-    return table[i - 1][1] + table[i - 1][2] if i else 0
+def location(remote: "RemotePartition", offset: int, max_bytes: int) -> Hint | None:
+    """KIP-1248: the bytes a fetch of ``offset`` would get (:func:`hint`); where it would get
+    none, the chain's last copy with an empty range where its batches on the lineage end (its
+    lineage end says where a reader goes on).  None: no copy serves the offset."""
+    found = serving(remote, offset)
+    if found is None:
+        return None
+    if found.batch is not None:
+        return hint(remote, found, max_bytes)
+    table = remote.batches(found.segment)
+    i = bisect.bisect_left(table, found.lineage_end, key=lambda t: t[0])
+    at = table[i - 1][1] + table[i - 1][2] if i else 0
+    return Hint(found.segment, at, at, None, found.lineage_end)
 
 
 def read(remote: "RemotePartition", offset: int, max_bytes: int) -> RemoteRead:
@@ -151,4 +159,4 @@ def read(remote: "RemotePartition", offset: int, max_bytes: int) -> RemoteRead:
     if len(data) != h.end - h.start:
         raise KafkaTieredError(f"remote object {remote.store.location(found.segment.log_key)} returned "
                                f"{len(data)} bytes for [{h.start}, {h.end})")
-    return RemoteRead(data, h.next_offset, found.segment, fetched)
+    return RemoteRead(data, h.next_offset if h.next_offset is not None else offset, found.segment, fetched)

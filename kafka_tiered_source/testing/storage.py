@@ -42,7 +42,6 @@ from . import copying
 from .partition import RLMM_TOPIC, Partition
 from .rlmm import RemoteLogMetadataWriter
 from . import remote_read
-from .remote_read import RemoteNotFound
 from .tiering import (
     LAYOUT_AIVEN, RemotePartition, RemoteSegmentMetadata, TieringConfig,
 )
@@ -274,11 +273,8 @@ class BrokerStorage:
             return part.log_start_offset
 
     def compact(self, topic: str, partition: int, *, remove_tombstones: bool = True) -> int:
-        """One LogCleaner round on every replica's closed segments below the LSO
-        (:func:`.cleaner.compact`): a record goes when a later one has its key, a tombstone too
-        with ``remove_tombstones`` (delete.retention.ms passed), keyless and aborted records
-        go; offsets stay; segments already tiered are left as their copies are.  Returns the
-        records removed (the most any replica removed)."""
+        """One LogCleaner round on every replica (:func:`.cleaner.compact`, ``remove_tombstones``:
+        delete.retention.ms passed); tiered segments are left alone.  Returns the records removed."""
         from .cleaner import compact
         part = self.partition(topic, partition)
         with part.lock:
@@ -288,11 +284,9 @@ class BrokerStorage:
 
     def unclean_leader_election(self, topic: str, partition: int, log_end_offset: int,
                                 replica: int | None = None) -> int:
-        """Replica ``replica`` (default: the leader), its log ending at ``log_end_offset``,
-        becomes leader uncleanly with a new leader epoch; the other replicas truncate to its
-        epoch's end as Kafka's followers do (:func:`.election.unclean_election`).  Checked first:
-        a refusal (an offset outside the log or inside a batch) changes nothing.  Returns the
-        new epoch."""
+        """Replica ``replica`` (default: the leader), its log ending at ``log_end_offset``, becomes
+        leader uncleanly (:func:`.election.unclean_election`; a refusal changes nothing).  Returns
+        the new epoch."""
         from .election import unclean_election
         part = self.partition(topic, partition)
         with part.lock:
@@ -395,7 +389,7 @@ class BrokerStorage:
                 t0 = time.perf_counter()
                 try:
                     r = remote_read.read(part.remote, offset, max_bytes)
-                except RemoteNotFound as exc:
+                except remote_read.RemoteNotFound as exc:
                     # RemoteLogManager.read: OffsetOutOfRangeException, "does not exist in remote tier"
                     return answer(error="OFFSET_OUT_OF_RANGE", message=str(exc))
                 except KafkaTieredError as exc:
@@ -407,11 +401,9 @@ class BrokerStorage:
                                      time.perf_counter() - t0)
                 self.metrics.add("remote_fetch_requests_total", client_id, topic)
                 self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
-                aborted = None
+                aborted = None          # no records (compacted away): an empty list, no error
                 if committed and r.records:
                     aborted = self._aborted(part, part.remote, offset, r.next_offset, r.segment)
-                # no batch at or after the offset in the chain of copies (compacted away):
-                # RemoteLogManager.read answers empty records, no error, an empty aborted list
                 return answer(r.records, aborted, remote=True)
             if offset < o.local_log_start_offset:
                 return answer(error="OFFSET_OUT_OF_RANGE",
@@ -452,33 +444,23 @@ class BrokerStorage:
                 return None
             if not (o.log_start_offset <= offset < o.local_log_start_offset):
                 return None
-            found = remote_read.serving(part.remote, offset)
-            if found is None:
+            h = remote_read.location(part.remote, offset, max_bytes)
+            if h is None:
                 return None         # answered as a fetch: OFFSET_OUT_OF_RANGE (RemoteLogManager.read)
-            meta = found.segment
+            meta, start, end = h.segment, h.start, h.end
             aborted = None
-            if found.batch is None:
-                # RemoteLogManager.read would serve nothing (no batch at or after the offset in
-                # the chain of copies): the location of the chain's last copy, with no bytes;
-                # its end offset says where a reader goes on
-                start = end = remote_read.empty_position(part.remote, found)
-                if isolation_level == READ_COMMITTED:
-                    aborted = []
-            else:
-                h = remote_read.hint(part.remote, found, max_bytes)
-                start, end = h.start, h.end
-                if isolation_level == READ_COMMITTED:
-                    aborted = self._aborted(part, part.remote, offset, h.next_offset, meta)
+            if isolation_level == READ_COMMITTED:
+                aborted = [] if h.next_offset is None else \
+                    self._aborted(part, part.remote, offset, h.next_offset, meta)
             url = part.remote.presign(meta)
             self.metrics.add("location_grants_total", client_id, topic)
             self.metrics.add("location_granted_bytes_total", client_id, topic, end - start)
-            # the end offset is where the copy's part on the lineage ends: the copy's end offset
-            # unless an unclean election cut the lineage inside it (remote_read.lineage_end)
+            # the end offset: the copy's, unless an unclean election cut the lineage inside it
             return LocationAnswer(
                 topic=topic, topic_id=part.topic.topic_id_bytes, partition=partition,
                 segment_id=meta.segment_id_bytes, custom_metadata=meta.custom_metadata_bytes,
                 start_position=start, end_position=end, base_offset=meta.base_offset,
-                end_offset=found.lineage_end - 1, size_bytes=meta.size_bytes,
+                end_offset=h.lineage_end - 1, size_bytes=meta.size_bytes,
                 high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
                 log_start_offset=o.log_start_offset, aborted=aborted, object_key=meta.log_key,
                 presigned_url=url)
