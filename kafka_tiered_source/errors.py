@@ -83,6 +83,17 @@ class BrokerError(KafkaTieredError):
         super().__init__(f"{message} ({', '.join(ctx)})" if ctx else message)
 
 
+class NoRecordsError(BrokerError):
+    """A broker kept answering an offset below its high watermark with no records, for longer
+    than ``kafkaConsumer.pollTimeoutMs``, where the plan knows no tiered copy that could prove the
+    offsets empty (Kafka answers so for a compacted tail no later copy follows, and for a remote
+    read that outlasts ``remote.fetch.max.wait.ms``).  ``offset`` is the offset asked."""
+
+    def __init__(self, message: str, *, offset: int, **kwargs):
+        self.offset = offset
+        super().__init__(message, **kwargs)
+
+
 class InvalidMetadataError(BrokerError):
     """A broker error after which the client's metadata is stale: a leader moved, a topic or
     partition is unknown to the broker asked, the connection was lost (Kafka's

@@ -24,8 +24,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, RemoteStorageError,
-                      SegmentDecryptionError, SliceMismatchError)
+from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, NoRecordsError,
+                      RemoteStorageError, SegmentDecryptionError, SliceMismatchError)
 from .prefetch import PrefetchClosed, RangePrefetcher
 from .slices import SliceCheck
 
@@ -163,11 +163,12 @@ class TaskReader:
                     if next_offset is not None:
                         broker_only.add(key)
                         yield from self._read_broker(r.topic, r.partition, next_offset, r.offset_end,
-                                                     fallback=True)
+                                                     fallback=True, tiered=_spans(r))
                 else:
                     self.metrics.count(ranges_broker=1)
                     yield from self._read_broker(r.topic, r.partition, r.offset_start, r.offset_end,
-                                                 fallback=isinstance(r, RemoteRange), feeds=filters.get(key))
+                                                 fallback=isinstance(r, RemoteRange), feeds=filters.get(key),
+                                                 tiered=_spans(r))
         finally:
             self._reading -= 1
             if prefetch is not None:
@@ -300,14 +301,18 @@ class TaskReader:
                 f"{limit:,}; fix the storage access, raise the limit, or set fetch.remote.fallback=always "
                 f"to read through the brokers on purpose")
 
-    def _read_broker(self, topic: str, partition: int, start: int, end: int, *, fallback: bool, feeds=None):
+    def _read_broker(self, topic: str, partition: int, start: int, end: int, *, fallback: bool, feeds=None,
+                     tiered: tuple = ()):
         """Generator: the records of ``[start, end)`` fetched through the brokers.  ``feeds``:
         the task's read_committed filter of the partition, shown these batches too, so a tiered
         range after them starts from the right state (an ABORT marker read here ends its
-        transaction there as well)."""
+        transaction there as well).  ``tiered``: the spans tiered copies serve
+        (:attr:`BrokerRange.tiered`), where an answer with no records means a compacted tail
+        (see :meth:`_no_records`)."""
         from ..records import ReadCommittedFilter, decode_batches
         committed = self.options.read_committed
         offset = start
+        empty = _EmptyAnswers()
         while offset < end:
             self._check_stopped()
             try:
@@ -349,9 +354,47 @@ class TaskReader:
                         return   # the rest is not yet stable; Spark's source stops here too
                     raise DataLossError(f"{topic}-{partition}: offsets [{offset}, {end}) were "
                                         f"planned but the high watermark is now {bound}")
-                raise BrokerError(f"fetch at offset {offset} returned no complete record batch "
-                                  f"({size} bytes)", api="Fetch", topic=topic, partition=partition)
+                if size:
+                    raise BrokerError(f"fetch at offset {offset} returned no complete record batch "
+                                      f"({size} bytes)", api="Fetch", topic=topic, partition=partition)
+                offset = self._no_records(topic, partition, offset, bound, tiered, empty)
+                continue
+            empty.reset()
             offset = res.next_offset
+
+    def _no_records(self, topic, partition, offset: int, bound: int, tiered: tuple, empty) -> int:
+        """A broker answered ``offset``, below its high watermark (or LSO), with no records and
+        no error; the offset to fetch next.
+
+        Kafka answers so when the tiered copy serving the offset, and every copy after it, hold
+        no batch at or after it (a tail compaction left: RemoteLogManager.read), and also when a
+        remote read outlasts ``remote.fetch.max.wait.ms`` (DelayedRemoteFetch completes with
+        what it has: nothing).  Where the plan knows the copy (``tiered``), a second empty answer
+        after ``retry.backoff.ms`` is taken as the compacted tail: the read goes on at the
+        copy's end + 1.  Elsewhere nothing proves the offsets empty: the fetch is asked again,
+        backing off, and after ``kafkaConsumer.pollTimeoutMs`` the read fails, naming the
+        partition and offset (Spark's Kafka source fails there too: "Cannot fetch record for
+        offset").  Nothing is skipped unproven, and nothing spins."""
+        nxt = _tiered_end(tiered, offset)
+        poll_ms = self.options.poll_timeout_ms
+        attempt = empty.seen(offset, poll_ms)
+        if nxt is not None and attempt >= 1:
+            log.info("%s-%d: no record at offsets [%d, %d): the tiered copy serving them has none "
+                     "from %d on (compacted); reading on from %d", topic, partition, offset, nxt,
+                     offset, nxt)
+            empty.reset()
+            return nxt
+        if nxt is None and empty.expired():
+            raise NoRecordsError(
+                f"{topic}-{partition}: the broker answered offset {offset} with no records for "
+                f"{poll_ms} ms (kafkaConsumer.pollTimeoutMs), below its high watermark {bound}. Kafka "
+                f"answers so where the tiered copies serving the offset hold no record at or after it "
+                f"(a compacted tail) and where a remote read outlasts remote.fetch.max.wait.ms; this "
+                f"plan knows no tiered copy there, so the offsets cannot be proven empty",
+                offset=offset, api="Fetch", topic=topic, partition=partition)
+        self._check_stopped()
+        self.client.backoff(min(attempt, 8))
+        return offset
 
     def _after_data_loss(self, topic, partition, offset, exc) -> int:
         earliest = self.client.list_offsets(topic, {partition: -2})[partition].offset
@@ -364,6 +407,45 @@ class TaskReader:
         log.warning("%s-%d: offsets [%d, %d) were deleted; skipping them", topic, partition, offset,
                     earliest)
         return earliest
+
+
+class _EmptyAnswers:
+    """How long one offset has been answered with no records: the attempts so far, and when
+    the first came (the poll timeout runs from there)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.offset: int | None = None
+        self.attempts = 0
+        self.deadline = 0.0
+
+    def seen(self, offset: int, poll_ms: int) -> int:
+        """Count an empty answer for ``offset``; the number of earlier ones."""
+        if offset != self.offset:
+            self.offset, self.attempts = offset, 0
+            self.deadline = time.monotonic() + poll_ms / 1000
+        self.attempts += 1
+        return self.attempts - 1
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+
+def _spans(r) -> tuple:
+    """The tiered spans a range read through the brokers knows: a tiered slice's own (its copy
+    serves all of it), a broker range's :attr:`~..planning.tasks.BrokerRange.tiered`."""
+    if hasattr(r, "tiered"):
+        return r.tiered
+    return ((r.offset_start, r.offset_end),)
+
+
+def _tiered_end(tiered: tuple, offset: int) -> int | None:
+    for s, e in tiered:
+        if s <= offset < e:
+            return e
+    return None
 
 
 ALWAYS = "fetch.remote.fallback=always"

@@ -23,10 +23,10 @@ from ..ids import uuid_to_str
 from ..model import EARLIEST_LOCAL
 from ..protocol.rounds import fetch_rounds
 from ..storage.segment import RemoteSegment
-from .locate import OPTION, Located, TieredEnds, broker_range, broker_tail
+from .locate import OPTION, Located, TieredEnds, broker_range, broker_tail, merged
 from .packing import SegmentSlice
 from .plan import PartitionRange
-from .tasks import AbortedTransaction, RemoteRange
+from .tasks import AbortedTransaction, BrokerRange, RemoteRange
 
 INT32_MAX = 2**31 - 1
 # A probe asks for one byte: a broker that ignores the KIP-1248 tags then returns one batch.
@@ -36,15 +36,18 @@ _PROBE_BYTES = 1
 class Kip1248Locator:
     """``client`` is a :class:`~kafka_tiered_source.protocol.client.BrokerClient`.  Without a
     configured fetcher (``storage_configured`` false) only segments with a presigned URL are
-    read directly; the walk hands the rest to the brokers."""
+    read directly, the rest through the brokers; with ``spans_only`` (direct reads off) every
+    segment is.  Either way the walk goes on, so each broker range knows the tiered spans it
+    crosses (:attr:`~.tasks.BrokerRange.tiered`)."""
 
     name = "kip1248"
 
     def __init__(self, client, *, isolation_level: int, storage_configured: bool,
-                 strict: bool = False, tiered_ends: TieredEnds | None = None):
+                 strict: bool = False, tiered_ends: TieredEnds | None = None, spans_only: bool = False):
         self.client = client
         self.iso = isolation_level
-        self.storage_configured = storage_configured
+        self.storage_configured = storage_configured and not spans_only
+        self.spans_only = spans_only
         # asked for by name: a walk that finds nothing of a tiered range is an error
         self.strict = strict
         self.tiered_ends = tiered_ends
@@ -81,13 +84,14 @@ class Kip1248Locator:
         if self.strict and self.tiered_ends is not None:
             for w in walks.values():
                 if w.limit > w.pr.start:     # something of the range is only in remote storage
-                    self._check_found(w.pr, out[(w.pr.topic, w.pr.partition)])
+                    self._check_found(w.pr, out[(w.pr.topic, w.pr.partition)], w.answered)
         return out
 
-    def _check_found(self, pr: PartitionRange, loc: Located) -> None:
+    def _check_found(self, pr: PartitionRange, loc: Located, answered: bool) -> None:
         """A walk that found nothing although the range is tiered: the broker ignored the tags,
-        which is an error when ``kip1248`` was asked for by name."""
-        if loc.segments or pr.start >= pr.end:
+        which is an error when ``kip1248`` was asked for by name.  (A walk answered with
+        locations that serve nothing, compacted copies, found what there is.)"""
+        if loc.segments or answered or pr.start >= pr.end:
             return
         latest_tiered = self.tiered_ends(pr) if self.tiered_ends is not None else None
         if latest_tiered is not None and latest_tiered >= pr.start:
@@ -123,7 +127,8 @@ class _Walk:
         self.offset = pr.start
         self.limit = pr.end
         self.probing = False
-        self.pieces: list = []
+        self.pieces: list = []        # SegmentSlice, or (start, end, tiered spans) for the brokers
+        self.answered = False         # the leader answered a location
         # first offset of a slice -> the aborted transactions the leader answered for it
         self.aborted_at: dict[int, tuple] = {}
         self.remote_bytes = self.remote_offsets = 0
@@ -132,46 +137,67 @@ class _Walk:
         """Take one Fetch answer; what to ask next, or None when the walk is over."""
         if not result.has_remote_location:
             return None              # records, not a location: the rest is the brokers'
+        self.answered = True
         if self.probing:             # the leader answers locations: ask for the whole segment
             self.probing = False
             return self.offset, INT32_MAX
         pr, part = self.pr, result.partition
-        if not (part.remote_log_segment_end_position or 0) > (part.remote_log_segment_start_position or 0):
+        start_pos = part.remote_log_segment_start_position or 0
+        end_pos = part.remote_log_segment_end_position or 0
+        if end_pos < start_pos or start_pos < 0:
             return None              # an inconsistent hint: the broker serves the rest
-        if not self.locator.storage_configured and not part.signed_remote_log_segment_location:
-            return None              # nothing to read the segment with: the broker serves the rest
         seg = RemoteSegment(
             topic=pr.topic, topic_id=pr.topic_id, partition=pr.partition,
             segment_id=uuid_to_str(bytes(part.remote_log_segment_id)),
             base_offset=part.remote_log_segment_base_offset,
             end_offset=part.remote_log_segment_end_offset,
-            size_bytes=part.remote_log_segment_end_position,
+            size_bytes=end_pos,
             custom_metadata=(bytes(part.remote_log_segment_custom_metadata)
                              if part.remote_log_segment_custom_metadata is not None else None),
             presigned_url=part.signed_remote_log_segment_location,
             storage_format=part.storage_format_version or "ApacheKafkaV1", broker_positions=True)
-        # a later segment than asked for: the hole before it is the brokers' to serve
+        # A later segment than asked for: the leader would serve the offset from that segment's
+        # first batch (RemoteLogManager.read moved past a copy whose tail holds no record).  The
+        # offsets between go to the brokers, which answer them so; a tiered copy serves them.
         first = max(self.offset, seg.base_offset)
         if first > self.offset:
-            self.pieces.append((self.offset, min(first, pr.end)))
+            end = min(first, pr.end)
+            self.pieces.append((self.offset, end, ((self.offset, end),)))
         if first >= pr.end:
             self.offset = pr.end
             return None
         seg_end = min(pr.end, seg.end_offset + 1)
-        self.aborted_at[first] = _aborted(part)
-        self.pieces.append(SegmentSlice(seg, first, seg_end,
-                                        ((first, part.remote_log_segment_start_position),)))
-        self.remote_bytes += seg.size_bytes - part.remote_log_segment_start_position
-        self.remote_offsets += seg_end - first
+        if end_pos == start_pos or self.locator.spans_only or (
+                not self.locator.storage_configured and not part.signed_remote_log_segment_location):
+            # No bytes (the leader would serve nothing up to the segment's end offset: a fetch
+            # answers empty records there), nothing to read the segment with, or direct reads
+            # off: the brokers serve it, and an empty answer there is the copy's compacted tail.
+            # (A location alone never makes offsets be skipped: a wrong one costs a fetch.)
+            self.pieces.append((first, seg_end, ((first, seg.end_offset + 1),)))
+        else:
+            self.aborted_at[first] = _aborted(part)
+            self.pieces.append(SegmentSlice(seg, first, seg_end, ((first, start_pos),)))
+            self.remote_bytes += end_pos - start_pos
+            self.remote_offsets += seg_end - first
         self.offset = seg.end_offset + 1
         return (self.offset, INT32_MAX) if self.offset < self.limit else None
 
     def located(self) -> Located:
         pr, aborted_at = self.pr, self.aborted_at
-        pieces = [broker_range(pr, p[0], p[1], self.remote_bytes, self.remote_offsets) if isinstance(p, tuple)
-                  else p for p in self.pieces]
+        pieces: list = []
+        for p in self.pieces:
+            if isinstance(p, tuple):
+                r = broker_range(pr, p[0], p[1], self.remote_bytes, self.remote_offsets, tiered=p[2])
+                if pieces and isinstance(pieces[-1], BrokerRange) and pieces[-1].offset_end == r.offset_start:
+                    r = merged(pieces.pop(), r)
+                pieces.append(r)
+            else:
+                pieces.append(p)
         if self.offset < pr.end:
-            pieces.append(broker_tail(pr, self.offset, self.remote_bytes, self.remote_offsets))
+            r = broker_tail(pr, self.offset, self.remote_bytes, self.remote_offsets)
+            if pieces and isinstance(pieces[-1], BrokerRange) and pieces[-1].offset_end == r.offset_start:
+                r = merged(pieces.pop(), r)
+            pieces.append(r)
         locator = self.locator
 
         def aborted_for(topic, p, first, end, first_range):

@@ -161,10 +161,14 @@ class StoreListing:
                 continue
             chosen.append((base, seg_id, objects))
         segments = self.map_concurrently(lambda c: self._segment(topic, partition, topic_id, *c), chosen)
-        # End offsets the manifests did not give: walk the tail of each such segment.
-        unknown = [i for i, seg in enumerate(segments) if seg.end_offset < seg.base_offset]
+        # End offsets the manifests did not give: walk the tail of each such segment.  An empty
+        # object (a segment compaction emptied, which Kafka copies all the same) holds no batch:
+        # it ends where the next copy starts (_contiguous), and a last one holds nothing to read.
+        unknown = [i for i, seg in enumerate(segments) if seg.end_offset < seg.base_offset and seg.size_bytes]
         for i, end in zip(unknown, self.map_concurrently(lambda i: self._last_offset(segments[i]), unknown), strict=True):
             segments[i] = _with_end(segments[i], end)
+        while segments and segments[-1].end_offset < segments[-1].base_offset:
+            segments.pop()
         return segments, incomplete
 
     def tiered_partition(self, topic: str, partition: int, topic_id: str, copies: dict) -> TieredPartition:

@@ -67,11 +67,30 @@ def no_aborted(topic, partition, first, end, first_range) -> tuple:
 
 
 def broker_range(pr: PartitionRange, start: int, end: int, remote_bytes: int = 0,
-                 remote_offsets: int = 0) -> BrokerRange:
+                 remote_offsets: int = 0, *, tiered: tuple = ()) -> BrokerRange:
     """``[start, end)`` through the brokers; its size guessed from the tiered part when there
-    is one (the same producers wrote both)."""
+    is one (the same producers wrote both).  ``tiered``: the spans of it tiered copies serve."""
     per_offset = remote_bytes / remote_offsets if remote_offsets else DEFAULT_BYTES_PER_OFFSET
-    return BrokerRange(pr.topic, pr.partition, pr.topic_id, start, end, int((end - start) * per_offset))
+    return BrokerRange(pr.topic, pr.partition, pr.topic_id, start, end, int((end - start) * per_offset),
+                       tuple(tiered))
+
+
+def merged(a: BrokerRange, b: BrokerRange) -> BrokerRange:
+    """Two broker ranges of a partition that meet (``a`` ends where ``b`` starts) as one."""
+    return BrokerRange(a.topic, a.partition, a.topic_id, a.offset_start, b.offset_end,
+                       a.estimated_bytes + b.estimated_bytes, a.tiered + b.tiered)
+
+
+def spans_only(pr: PartitionRange, spans: Sequence) -> Located:
+    """The pieces of ``pr`` when direct reads are off: everything through the brokers, each
+    range knowing the spans tiered copies serve (``spans``: ``(start, end, copy or None)``,
+    contiguous over the range), where an answer with no records is a compacted tail."""
+    tiered = tuple((s, e) for s, e, copy in spans if copy is not None)
+    pieces: list[Union[SegmentSlice, BrokerRange]] = (
+        [broker_range(pr, pr.start, pr.end, tiered=tiered)] if pr.start < pr.end else [])
+    located = Located(pieces, no_aborted)
+    located.coverage = tuple(spans)
+    return located
 
 
 def broker_tail(pr: PartitionRange, offset: int, remote_bytes: int = 0,
@@ -148,18 +167,23 @@ Condition = Callable[[PartitionRange], bool]
 class LocatorChoice:
     """Which locator serves each partition: ``named`` (``remote.segment.locator``) or, for
     ``auto``, the first ``(condition, locator)`` of ``chain`` whose condition holds, else
-    ``fallback``.  A partition with no direct reads or an empty range goes to ``fallback``."""
+    ``fallback``.  A partition with an empty range goes to ``fallback``; one with no direct
+    reads to the first of ``undirected`` whose condition holds (locators that learn where the
+    tiered copies are and hand everything to the brokers), else ``fallback``."""
 
     def __init__(self, name: str, locators: dict[str, SegmentLocator], chain: Sequence[tuple[Condition, SegmentLocator]],
-                 fallback: SegmentLocator):
+                 fallback: SegmentLocator, undirected: Sequence[tuple[Condition, SegmentLocator]] = ()):
         self.name = name
         self.locators = locators
         self.chain = chain
         self.fallback = fallback
+        self.undirected = undirected
 
     def choose(self, pr: PartitionRange, direct: bool) -> SegmentLocator:
-        if not (direct and pr.start < pr.end):
+        if pr.start >= pr.end:
             return self.fallback
+        if not direct:
+            return next((loc for cond, loc in self.undirected if cond(pr)), self.fallback)
         if self.name == "auto":
             return next((loc for cond, loc in self.chain if cond(pr)), self.fallback)
         loc = self.locators[self.name]

@@ -37,7 +37,7 @@ from ..protocol import remote_log_metadata as rlm
 from ..protocol.metadata_select import select_records
 from ..storage.segment import RemoteSegment
 from .coverage import Served, serving_all, split_at
-from .locate import OPTION, Key, Located
+from .locate import OPTION, Key, Located, spans_only
 from .plan import PartitionRange
 from .remote_log_state import CopyMeta, PartitionState, RemoteLogState
 from .tiered import located_spans
@@ -212,7 +212,10 @@ class MetadataTopicLocator:
     def __init__(self, client: Any, fetcher: Any, *, topic: str = DEFAULT_TOPIC, isolation_level: int = 0,
                  index_of: Callable[[RemoteSegment], bytes | None] | None = None,
                  catalogs: "Catalogs | None" = None, snapshots: "SnapshotStore | None" = None,
-                 refresh: bool = False, ask_on_storage_fault: bool = True):
+                 refresh: bool = False, ask_on_storage_fault: bool = True, spans_only: bool = False):
+        # spans_only (direct reads off): everything through the brokers, each range knowing the
+        # spans tiered copies serve; no fetcher is needed then
+        self.spans_only = spans_only
         self.client = client
         self.fetcher = fetcher
         self.reader = MetadataTopicReader(client, topic)
@@ -262,6 +265,9 @@ class MetadataTopicLocator:
             spans, after = split_at([(s, e, self._segment(c) if c is not None else None) for s, e, c in served[key]],
                                     pr.end)
             _log_trimmed(pr, state, [x for x in served[key] if x[0] < pr.end])
+            if self.spans_only:
+                out[key] = spans_only(pr, spans)
+                continue
             empty = {c.segment_id for c in state.readable() if c.txn_index_empty}
             out[key] = located_spans(pr, spans, offset_index=self.index_of, fetcher=self.fetcher, client=self.client,
                                      isolation_level=self.iso, txn_index_empty=_in(empty), after=after,

@@ -164,7 +164,18 @@ class Planner:
         # A broker that may answer the tags without advertising them: probe (at most one batch
         # comes back through the broker when it does not).
         chain.append((lambda pr: client.supports_kip1248(pr.topic, pr.partition), kip))
-        return LocatorChoice(o.segment_locator, named, chain, broker)
+        # Direct reads off: still learn which spans tiered copies serve (the metadata topic,
+        # which needs no fetcher for that, else the KIP-1248 walk, whose locations then go
+        # unused), so that a broker answering a compacted tail with no records is read past, not
+        # waited on (executor/reader.py).
+        kip_spans = Kip1248Locator(client, isolation_level=self.iso, storage_configured=False, spans_only=True)
+        metadata_spans = MetadataTopicLocator(client, None, topic=o.metadata_topic, isolation_level=self.iso,
+                                              refresh=self.refresh, spans_only=True,
+                                              snapshots=SnapshotStore.from_option(o.metadata_cache_dir))
+        undirected = [(tiered.none_in, broker),
+                      (lambda pr: metadata_spans.available(), metadata_spans),
+                      (lambda pr: client.advertises_kip1248(pr.topic, pr.partition), kip_spans)]
+        return LocatorChoice(o.segment_locator, named, chain, broker, undirected)
 
     # -- 4. everything -------------------------------------------------------------------------
     def plan(self) -> Plan:

@@ -162,7 +162,8 @@ def _broker_part(r: BrokerRange, first: int, end: int, total: int, span: int) ->
     # Share the estimate in proportion to offsets; cumulative rounding keeps the sum exact.
     lo = total * (first - r.offset_start) // span
     hi = total * (end - r.offset_start) // span
-    return BrokerRange(r.topic, r.partition, r.topic_id, first, end, hi - lo)
+    return BrokerRange(r.topic, r.partition, r.topic_id, first, end, hi - lo,
+                       tuple((s, e) for s, e in r.tiered if s < end and e > first))
 
 
 def _split_broker(r: BrokerRange, parts: int) -> list[BrokerRange]:
@@ -299,7 +300,8 @@ def _merge(ranges: list[Range], indexes: dict) -> list[Range]:
                     and (last.topic, last.partition) == (r.topic, r.partition)
                     and last.offset_end == r.offset_start):
                 out[-1] = BrokerRange(r.topic, r.partition, r.topic_id, last.offset_start,
-                                      r.offset_end, last.estimated_bytes + r.estimated_bytes)
+                                      r.offset_end, last.estimated_bytes + r.estimated_bytes,
+                                      last.tiered + r.tiered)
                 continue
         out.append(r)
     return out

@@ -37,13 +37,19 @@ class BrokerRange:
     """Fetch offsets ``[offset_start, offset_end)`` of one partition from the brokers.
 
     As planner input, ``estimated_bytes`` is the planner's guess for the whole range; splits
-    share it in proportion to their offsets."""
+    share it in proportion to their offsets.
+
+    ``tiered``: the spans ``(start, end exclusive)`` of the range that tiered copies serve, one
+    per copy, as the plan found them.  Where a broker answers a fetch inside one with no records
+    below the high watermark, that copy holds no batch from there to its end (compaction left
+    it a tail, RemoteLogManager.read answers nothing): the reader goes on at the span's end."""
     topic: str
     partition: int
     topic_id: str
     offset_start: int
     offset_end: int
     estimated_bytes: int
+    tiered: tuple[tuple[int, int], ...] = ()
 
     @property
     def estimated_records(self) -> int:

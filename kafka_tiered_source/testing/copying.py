@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from . import logconfig
 from .batches import StorageError
+from .remote_read import lineage_end
 from .tiering import RemotePartition, RemoteSegmentMetadata
 
 if TYPE_CHECKING:
@@ -72,8 +73,9 @@ def next_copy(part: "Partition", at_least: int = 0) -> tuple["Segment", int] | N
         nxt = segs[i + 1].base_offset
         if nxt > lso:
             return None
-        if segs[i].size > 0:
-            return segs[i], nxt
+        # an empty segment (a cleaned one: LogCleaner keeps them) is copied too:
+        # RemoteLogManager.candidateLogSegments takes every closed segment
+        return segs[i], nxt
     return None
 
 
@@ -170,7 +172,10 @@ def expire(storage: "BrokerStorage", parts: list["Partition"], now: int) -> list
                     gone.append(meta)
             if not gone:
                 continue
-            new_start = min(max(part.log_start_offset, max(m.end_offset for m in gone) + 1),
+            # the log start moves past the deleted copies' parts on the lineage: an old leader's
+            # copy holds offsets past an unclean election's cut that are not the log's
+            new_start = min(max(part.log_start_offset,
+                                max(lineage_end(remote, m, m.base_offset) for m in gone)),
                             part.log.log_end_offset)
             gone += [m for m in remote.segments if m.end_offset < new_start and m not in gone]
             deleted += remote.delete(gone)

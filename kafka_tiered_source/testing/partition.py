@@ -135,6 +135,13 @@ class Partition:
         self.save()
         return self.epoch
 
+    def set_leader(self, replica: int, epoch: int) -> None:
+        """``replica`` leads from now on, in leader epoch ``epoch`` (an unclean election:
+        :mod:`.election` has truncated the logs and assigned the epoch)."""
+        self._epoch = epoch
+        self.leader = replica
+        self.save()
+
     def replicate(self, data: bytes | None) -> None:
         if data:
             for r in self.followers:

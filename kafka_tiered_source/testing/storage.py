@@ -42,8 +42,9 @@ from . import copying
 from .logconfig import check_broker, check_topic
 from .partition import RLMM_TOPIC, Partition
 from .rlmm import RemoteLogMetadataWriter
+from . import remote_read
 from .tiering import (
-    LAYOUT_AIVEN, RemoteNotFound, RemotePartition, RemoteSegmentMetadata, TieringConfig,
+    LAYOUT_AIVEN, RemotePartition, RemoteSegmentMetadata, TieringConfig,
 )
 
 TOPICS_FILE = "broker-topics.json"
@@ -283,22 +284,24 @@ class BrokerStorage:
             return part.log_start_offset
 
     def compact(self, topic: str, partition: int, *, remove_tombstones: bool = True) -> int:
-        """Kafka's LogCleaner on the partition's closed segments (:func:`.cleaner.compact`): a
-        record goes when a later one has its key, a tombstone too with ``remove_tombstones``
-        (delete.retention.ms passed); offsets stay.  Returns the records removed."""
+        """One LogCleaner round on every replica (:func:`.cleaner.compact`, ``remove_tombstones``:
+        delete.retention.ms passed); tiered segments are left alone.  Returns the records removed."""
         from .cleaner import compact
         part = self.partition(topic, partition)
         with part.lock:
-            return max(compact(log, remove_tombstones=remove_tombstones) for log in part.replicas)
+            tiered = part.remote.highest_offset if part.remote is not None else -1
+            return max(compact(log, remove_tombstones=remove_tombstones, tiered_end=tiered)
+                       for log in part.replicas)
 
-    def unclean_leader_election(self, topic: str, partition: int, log_end_offset: int) -> int:
-        """A replica whose log ends at ``log_end_offset`` becomes leader uncleanly: every log of
-        the partition is truncated there and a new leader epoch starts (:func:`.cleaner.truncate`).
-        Returns the new epoch."""
-        from .cleaner import truncate
+    def unclean_leader_election(self, topic: str, partition: int, log_end_offset: int,
+                                replica: int | None = None) -> int:
+        """Replica ``replica`` (default: the leader), its log ending at ``log_end_offset``, becomes
+        leader uncleanly (:func:`.election.unclean_election`; a refusal changes nothing).  Returns
+        the new epoch."""
+        from .election import unclean_election
         part = self.partition(topic, partition)
         with part.lock:
-            return truncate(part, log_end_offset)
+            return unclean_election(part, log_end_offset, replica)
 
     # ---------------------------------------------------------------------------- leader epochs
     def bump_leader_epoch(self, topic: str, partition: int) -> int:
@@ -396,8 +399,8 @@ class BrokerStorage:
             if offset < o.local_log_start_offset and part.remote is not None and part.remote.copies:
                 t0 = time.perf_counter()
                 try:
-                    r = part.remote.read(offset, max_bytes)
-                except RemoteNotFound as exc:
+                    r = remote_read.read(part.remote, offset, max_bytes)
+                except remote_read.RemoteNotFound as exc:
                     # RemoteLogManager.read: OffsetOutOfRangeException, "does not exist in remote tier"
                     return answer(error="OFFSET_OUT_OF_RANGE", message=str(exc))
                 except KafkaTieredError as exc:
@@ -409,8 +412,8 @@ class BrokerStorage:
                                      time.perf_counter() - t0)
                 self.metrics.add("remote_fetch_requests_total", client_id, topic)
                 self.metrics.add("remote_fetch_bytes_total", client_id, topic, r.bytes_fetched)
-                aborted = None
-                if committed:
+                aborted = None          # no records (compacted away): an empty list, no error
+                if committed and r.records:
                     aborted = self._aborted(part, part.remote, offset, r.next_offset, r.segment)
                 return answer(r.records, aborted, remote=True)
             if offset < o.local_log_start_offset:
@@ -452,22 +455,23 @@ class BrokerStorage:
                 return None
             if not (o.log_start_offset <= offset < o.local_log_start_offset):
                 return None
-            found = part.remote.serving(offset)
-            if found is None:
-                return None
-            meta, offset = found
-            h = part.remote.hint(meta, offset, max_bytes)
+            h = remote_read.location(part.remote, offset, max_bytes)
+            if h is None:
+                return None         # answered as a fetch: OFFSET_OUT_OF_RANGE (RemoteLogManager.read)
+            meta, start, end = h.segment, h.start, h.end
             aborted = None
             if isolation_level == READ_COMMITTED:
-                aborted = self._aborted(part, part.remote, offset, h.next_offset, meta)
+                aborted = [] if h.next_offset is None else \
+                    self._aborted(part, part.remote, offset, h.next_offset, meta)
             url = part.remote.presign(meta)
             self.metrics.add("location_grants_total", client_id, topic)
-            self.metrics.add("location_granted_bytes_total", client_id, topic, h.end - h.start)
+            self.metrics.add("location_granted_bytes_total", client_id, topic, end - start)
+            # the end offset: the copy's, unless an unclean election cut the lineage inside it
             return LocationAnswer(
                 topic=topic, topic_id=part.topic.topic_id_bytes, partition=partition,
                 segment_id=meta.segment_id_bytes, custom_metadata=meta.custom_metadata_bytes,
-                start_position=h.start, end_position=h.end, base_offset=meta.base_offset,
-                end_offset=meta.end_offset, size_bytes=meta.size_bytes,
+                start_position=start, end_position=end, base_offset=meta.base_offset,
+                end_offset=h.lineage_end - 1, size_bytes=meta.size_bytes,
                 high_watermark=o.high_watermark, last_stable_offset=o.last_stable_offset,
                 log_start_offset=o.log_start_offset, aborted=aborted, object_key=meta.log_key,
                 presigned_url=url)

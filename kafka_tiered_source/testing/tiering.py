@@ -16,9 +16,7 @@ batches leave no record at a segment's tail), its leader epochs are the leader's
 of ``[base, next base)`` and the leader-epoch checkpoint uploaded with it holds the leader's
 entries up to the next base.  Copies may overlap (a new leader copies from its own segment
 holding the highest copied offset + 1); reads are served as Kafka serves them, through a
-RemoteLogMetadataCache (:class:`~.rlmm.RemoteLogMetadataCache`): the copy mapped for the
-offset's leader epoch, moving on to the next copy when compaction left no batch at or after
-the offset (RemoteLogManager.read).
+RemoteLogMetadataCache (:class:`~.rlmm.RemoteLogMetadataCache`), by :mod:`.remote_read`.
 
 Every copy and deletion is one JSON line in the partition directory (appended: tiering n
 segments writes O(n) bytes, not O(n^2), which matters for topics of 100k segments), replayed in
@@ -36,7 +34,6 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from ..errors import KafkaTieredError
 from ..ids import random_uuid, uuid_from_str, uuid_to_str
 from ..records.header import iter_headers
 from ..storage import aiven
@@ -130,22 +127,6 @@ class RemoteSegmentMetadata:
                              self.custom_metadata_bytes, presigned_url, STORAGE_FORMAT)
 
 
-@dataclass(frozen=True)
-class RemoteRead:
-    records: bytes
-    next_offset: int
-    segment: RemoteSegmentMetadata
-    bytes_fetched: int
-
-
-@dataclass(frozen=True)
-class Hint:
-    segment: RemoteSegmentMetadata
-    start: int                      # byte position of the batch holding the offset
-    end: int                        # exclusive
-    next_offset: int                # offset after the last batch in [start, end)
-
-
 def checkpoint_text(entries) -> bytes:
     """Kafka's leader-epoch checkpoint text (version 0, count, "epoch startOffset" lines)."""
     lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
@@ -159,10 +140,6 @@ def batch_epochs(data: bytes) -> dict[int, int]:
         if h.partition_leader_epoch >= 0 and h.partition_leader_epoch not in epochs:
             epochs[h.partition_leader_epoch] = h.base_offset
     return epochs
-
-
-class RemoteNotFound(KafkaTieredError):
-    """No copy serves the offset (RemoteLogManager's OffsetOutOfRangeException)."""
 
 
 @dataclass
@@ -249,7 +226,8 @@ class RemotePartition:
         """The finished copies, by base offset (overlapping ones included)."""
         return sorted(self.copies.values(), key=lambda s: (s.base_offset, s.end_offset))
 
-    def _epoch_for(self, offset: int) -> int:
+    def epoch_for(self, offset: int) -> int:
+        """The leader epoch that wrote ``offset``, from the leader's epoch cache."""
         log = self.leader_log() if self.leader_log is not None else None
         return log.epochs.epoch_for(offset) if log is not None else 0
 
@@ -300,7 +278,7 @@ class RemotePartition:
     def lookup(self, offset: int) -> RemoteSegmentMetadata | None:
         """RemoteLogManager.fetchRemoteLogSegmentMetadata: the copy the cache maps for the
         offset's leader epoch (from the leader's epoch cache), or None."""
-        return self.cache.lookup(self._epoch_for(offset), offset)
+        return self.cache.lookup(self.epoch_for(offset), offset)
 
     def next_copy(self, meta) -> RemoteSegmentMetadata | None:
         """RemoteLogManager.findNextSegmentMetadata: the copy serving the offset after ``meta``."""
@@ -494,57 +472,6 @@ class RemotePartition:
         plain = b"".join(plain_chunk(c) for c in chunks)
         o0 = chunks[0].original_position
         return plain[start - o0:end - o0], len(raw)
-
-    def hint(self, meta, offset: int, max_bytes: int) -> Hint:
-        """The byte range of whole batches from the one holding ``offset``: at least that batch,
-        then more while the range stays within ``max_bytes``."""
-        table = self.batches(meta)
-        i = 0
-        # the index narrows the scan as the broker would; the batch table makes it exact
-        pos = lookup_position(self.offset_index(meta), meta.base_offset, offset)
-        while i < len(table) and table[i][1] < pos:
-            i += 1
-        while i < len(table) and table[i][0] < offset:
-            i += 1
-        if i == len(table):
-            raise KafkaTieredError(f"offset {offset} is past the last batch of remote segment "
-                                   f"{meta.segment_id} ({self.topic}-{self.partition})")
-        start = table[i][1]
-        end = start + table[i][2]
-        nxt = table[i][0] + 1
-        for last, p, size in table[i + 1:]:
-            if p + size - start > max_bytes:
-                break
-            end, nxt = p + size, last + 1
-        return Hint(meta, start, end, nxt)
-
-    def serving(self, offset: int) -> tuple[RemoteSegmentMetadata, int] | None:
-        """The copy that serves ``offset`` and the offset it starts from, as RemoteLogManager.read
-        finds it: the copy the cache maps, then, while compaction left that copy no batch at or
-        after the offset, the copy serving the offset after it; None when no copy serves it."""
-        meta = self.lookup(offset)
-        while meta is not None:
-            table = self.batches(meta)
-            if table and table[-1][0] >= offset:
-                return meta, offset
-            offset = meta.end_offset + 1
-            meta = self.next_copy(meta)
-        return None
-
-    def read(self, offset: int, max_bytes: int) -> RemoteRead:
-        """Whole batches from remote storage, as Kafka's RemoteLogManager.read serves them;
-        :class:`RemoteNotFound` when no copy serves the offset."""
-        found = self.serving(offset)
-        if found is None:
-            raise RemoteNotFound(f"offset {offset} for leader epoch {self._epoch_for(offset)} of "
-                                 f"{self.topic}-{self.partition} does not exist in remote tier")
-        meta, offset = found
-        h = self.hint(meta, offset, max_bytes)
-        data, fetched = self.fetch_range(meta, h.start, h.end)
-        if len(data) != h.end - h.start:
-            raise KafkaTieredError(f"remote object {self.store.location(meta.log_key)} returned "
-                                   f"{len(data)} bytes for [{h.start}, {h.end})")
-        return RemoteRead(data, h.next_offset, meta, fetched)
 
     def offset_for_time(self, ts: int, start: int) -> tuple[RemoteSegmentMetadata, int, bytes] | None:
         """(copy, position, batch bytes) of the first remote batch from ``start`` on whose max

@@ -37,9 +37,11 @@ async def fetch(broker, conn, hdr, req, v):
     deadline = broker.loop.time() + max(req.max_wait_ms, 0) / 1000
     while True:
         seen = [broker.data_versions.get(k, 0) for k in keys]
-        resp, total, errors = await _fetch_once(broker, hdr, req, v, resolved, direct)
+        resp, total, errors, remote = await _fetch_once(broker, hdr, req, v, resolved, direct)
         remaining = deadline - broker.loop.time()
-        if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or not keys:
+        # a read of remote storage is answered as soon as it is done, even with nothing to send
+        # (ReplicaManager completes a DelayedRemoteFetch when its remote read completes)
+        if total >= max(req.min_bytes, 1) or errors or remote or remaining <= 0 or not keys:
             records = sum(len(p.records or b"") for t in resp.responses for p in t.partitions)
             resp.throttle_time_ms = _throttle(broker, conn, hdr.client_id, records)
             return resp
@@ -188,6 +190,7 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
                     if loc is not None:
                         _fill_location(part, loc)
                         total += loc.end_position - loc.start_position
+                        remote_served = True
                         continue
                 skip = budget <= 0 and total > 0
                 if not skip and one_remote and remote_served:
@@ -236,4 +239,4 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
             budget -= len(records)
         topics_out.append(R.FetchableTopicResponse(topic=name or "", topic_id=t.topic_id if v >= 13 else ZERO_UUID,
                                                    partitions=parts))
-    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out), total, errors
+    return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out), total, errors, remote_served
