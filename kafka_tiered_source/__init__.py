@@ -18,6 +18,7 @@ from .errors import (
     DataLossError,
     DecompressionLimitError,
     KafkaTieredError,
+    NoRecordsError,
     OfflinePlanningError,
     ProtocolError,
     RemoteStorageError,
@@ -43,7 +44,7 @@ _DataFrame = Any
 __all__ = [
     "__version__",
     "BrokerError", "BudgetExceededError", "ConfigError", "CorruptRecordError", "DataLossError",
-    "DecompressionLimitError", "KafkaTieredError", "OfflinePlanningError", "ProtocolError",
+    "DecompressionLimitError", "KafkaTieredError", "NoRecordsError", "OfflinePlanningError", "ProtocolError",
     "RemoteStorageError", "SegmentFormatError", "SliceMismatchError", "UnresolvedTransactionError",
     "UnsupportedSparkError",
     "decode", "decoder_backend", "read", "register", "scan",

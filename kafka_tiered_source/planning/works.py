@@ -7,10 +7,8 @@ from typing import Sequence
 from .coverage import Exclusion, check_cover
 from .filters import skip_segments
 from .locate import Located
-from .packing import PartitionWork
+from .packing import PartitionWork, SegmentSlice
 from .plan import PartitionRange
-from .tasks import SegmentSlice
-
 
 def checked_works(ranges: Sequence[PartitionRange], located: dict, *, row_filter=None,
                   read_committed: bool = False) -> list[PartitionWork]:
