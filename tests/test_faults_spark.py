@@ -154,10 +154,12 @@ def test_executor_killed_mid_job_job_completes_with_every_offset_once(standalone
     with _reaped(proc):
         deadline = time.monotonic() + 120
         while killed is None and time.monotonic() < deadline and proc.poll() is None:
-            # wait until both executors run and the job has finished at least one task
+            # wait until an executor runs and the job has finished at least one task (on a busy
+            # machine the second executor may start only when the job is nearly done: killing
+            # the one that runs is the same fault, and Spark must recover from it alike)
             execs = _executors_of(base)
             finished = len(metrics.read_text().splitlines()) if metrics.exists() else 0
-            if len(execs) == 2 and finished >= 1:
+            if execs and finished >= 1:
                 killed, done_at_kill = execs[0], finished
                 os.kill(killed, signal.SIGKILL)
                 break
