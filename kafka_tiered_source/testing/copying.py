@@ -21,10 +21,10 @@ from .tiering import RemotePartition, RemoteSegmentMetadata
 if TYPE_CHECKING:
     from .log import PartitionLog, Segment
     from .partition import Partition
-    from .storage import BrokerStorage
+    from .storage_view import StorageView
 
 
-def _held(storage: "BrokerStorage", part: "Partition") -> bool:
+def _held(storage: "StorageView", part: "Partition") -> bool:
     """Whether ``part`` is still the broker's (a deleted topic's tasks end: RemoteLogManager.
     stopPartitions cancels them)."""
     try:
@@ -33,7 +33,7 @@ def _held(storage: "BrokerStorage", part: "Partition") -> bool:
         return False
 
 
-def tier(storage: "BrokerStorage", parts: list["Partition"],
+def tier(storage: "StorageView", parts: list["Partition"],
          stopping: Callable[[], bool] = lambda: False) -> list[RemoteSegmentMetadata]:
     """RLMCopyTask.copyLogSegmentsToRemote on each partition leader's log, one segment at a time
     (:func:`next_copy`), then local retention on every replica (:func:`local_retention`).
@@ -79,7 +79,7 @@ def next_copy(part: "Partition", at_least: int = 0) -> tuple["Segment", int] | N
     return None
 
 
-def local_retention(storage: "BrokerStorage", part: "Partition") -> None:
+def local_retention(storage: "StorageView", part: "Partition") -> None:
     """Per replica, delete local segments that remote storage holds as UnifiedLog.deleteOldSegments
     does with remote storage on, with the topic's local retention (:func:`.logconfig.
     local_retention`): by size, then by time, each from the oldest segment while the rule allows
@@ -138,7 +138,7 @@ def _delete_leading(log: "PartitionLog", part: "Partition", tiered_end: int, bre
         log.delete_segments_before(segs[n].base_offset)
 
 
-def expire(storage: "BrokerStorage", parts: list["Partition"], now: int) -> list[RemoteSegmentMetadata]:
+def expire(storage: "StorageView", parts: list["Partition"], now: int) -> list[RemoteSegmentMetadata]:
     """Remote retention, as RLMExpirationTask.cleanupExpiredRemoteLogSegments applies it to each
     partition whose topic sets ``retention_ms`` / ``retention_bytes``: the leading copies (in the
     order they serve offsets from the log start) whose max timestamp <= now - retention.ms, then

@@ -12,10 +12,10 @@ from .epochs import CHECKPOINT
 from .log import StorageError
 
 if TYPE_CHECKING:
-    from .storage import BrokerStorage
+    from .storage_view import StorageView
 
 
-def import_log_dir(storage: BrokerStorage, topic: str, partition: int, path: str) -> PartitionOffsets:
+def import_log_dir(storage: StorageView, topic: str, partition: int, path: str) -> PartitionOffsets:
     """Adopt Kafka segment files (``*.log`` with their ``.txnindex``) as the partition's log,
     offsets and batches unchanged; missing or differing indexes are rebuilt.  Creates the
     topic (or adds partitions) as needed; the partition must be empty."""

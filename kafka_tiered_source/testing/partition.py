@@ -13,7 +13,7 @@ from .log import PartitionLog, StorageError
 from .tiering import RemotePartition
 
 if TYPE_CHECKING:
-    from .storage import BrokerStorage
+    from .storage_view import StorageView
 
 RLMM_TOPIC = rlm.TOPIC
 
@@ -23,7 +23,7 @@ class Partition:
     ``replica-N`` under it, each rolling at its own segment size), which one leads, the current
     leader epoch, the log start offset and the remote half shared by all replicas."""
 
-    def __init__(self, storage: "BrokerStorage", topic: TopicInfo, partition: int):
+    def __init__(self, storage: "StorageView", topic: TopicInfo, partition: int):
         self.storage = storage
         self.topic = topic
         self.partition = partition
