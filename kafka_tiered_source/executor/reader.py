@@ -387,7 +387,7 @@ class TaskReader:
         if span is not None:
             if self._tails is None:
                 self._tails = Tails(self)
-            proof = self._tails.prove(empty, offset, span[2], fr, elapsed_s)
+            proof = self._tails.prove(empty, offset, span[1], span[2], fr, elapsed_s)
             if proof is not None:
                 log.info("%s-%d: no record at offsets [%d, %d): %s (a compacted tail); reading on from %d",
                          topic, partition, offset, span[1], proof, span[1])

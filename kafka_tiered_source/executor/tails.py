@@ -21,10 +21,12 @@ So an empty answer alone proves nothing, and the reader skips only what one of t
 empty (never on an assumption):
 
 * **Storage** (the plan knows the copy and the reader can read it): the copy's own bytes, read
-  from the offset index entry at or before the offset to the object's last byte, hold no batch
-  whose last offset is at or after it.  What the copy does not hold, nobody serves: the offsets
-  from there to the copy's end hold no record.  A copy that does hold one proves the answers
-  were not a tail, and nothing is skipped, whatever the timing.
+  from the offset index entry at or before the offset on, hold no batch with an offset in
+  ``[offset, span end)`` (its last offset at or after the offset, its base before the end: the
+  copy may hold batches past the span, another lineage's after an unclean election).  The plan
+  says this copy serves those offsets, so what it does not hold, nobody serves.  A copy that
+  does hold one proves the answers were not a tail, and nothing is skipped, whatever the
+  timing.
 * **Timing**: an answer that comes clearly sooner than the broker could expire a remote read
   or serve a throttled one, measured from before the request was sent, is neither: it is
   RemoteLogManager.read's answer.  The bound is the smaller of the leader's
@@ -112,15 +114,15 @@ class Tails:
         self.reader = reader
         self._waits: dict[int, int | str] = {}    # node id -> remote.fetch.max.wait.ms, or why unknown
 
-    def prove(self, empty: EmptyAnswers, offset: int, copy, fr, elapsed_s: float) -> str | None:
-        """How the tail from ``offset`` of the copy serving it is proven empty (for the log), or
-        None.  ``fr``: the empty :class:`~..protocol.fetch.FetchResult`; ``elapsed_s``: from
+    def prove(self, empty: EmptyAnswers, offset: int, end: int, copy, fr, elapsed_s: float) -> str | None:
+        """How offsets ``[offset, end)``, which ``copy`` serves (None: the plan does not name it),
+        are proven empty (for the log), or None.  ``fr``: the empty :class:`~..protocol.fetch.FetchResult`; ``elapsed_s``: from
         before the request was sent to its answer (retries inside make it longer, never
         shorter, so a fast total is a fast answer)."""
         if empty.storage is None:
-            empty.storage = self._storage(copy, offset)
+            empty.storage = self._storage(copy, offset, end)
         if empty.storage is True:
-            return f"copy {copy.segment_id} holds no batch from offset {offset} on (read from storage)"
+            return f"copy {copy.segment_id} holds no batch there (read from storage)"
         fast = self._fast(fr, elapsed_s, empty)
         key = (fr.node_id, fr.leader_epoch) if fast else None
         earlier, empty.last_fast = empty.last_fast, key
@@ -172,26 +174,27 @@ class Tails:
         return self._waits[node_id]
 
     # -- storage -----------------------------------------------------------------------------
-    def _storage(self, copy, offset: int) -> bool | str:
+    def _storage(self, copy, offset: int, end: int) -> bool | str:
         if copy is None:
             return "the plan does not name the copy"
         options = self.reader.options
         if not options.storage.configured and not copy.presigned_url:
             return "no remote.storage.* options: storage cannot be read"
         try:
-            return copy_tail_empty(self.reader.fetcher, copy, offset)
+            return copy_holds_none(self.reader.fetcher, copy, offset, end)
         except (KafkaTieredError, ValueError) as exc:     # ValueError: RecordFormatError
             log.warning("reading the tail of %s to prove it empty failed: %s", copy, exc)
             return str(exc)
 
 
-def copy_tail_empty(fetcher, copy, offset: int) -> bool:
-    """Whether ``copy`` holds no batch whose last offset is ``offset`` or more: its bytes from the
-    offset index entry at or before ``offset`` (Kafka's OffsetIndex.lookup; the first byte when
-    the copy has no index) to its last byte, every batch checked (magic, CRC-32C, length).  Stops
-    at the first batch that reaches ``offset``.  Batches before a batch boundary hold smaller
-    offsets than it, so starting there misses none.  Raises :class:`KafkaTieredError` where the
-    bytes cannot be read or are not whole batches."""
+def copy_holds_none(fetcher, copy, offset: int, end: int) -> bool:
+    """Whether ``copy`` holds no batch with an offset in ``[offset, end)`` (its last offset at or
+    after ``offset``, its base before ``end``): its bytes from the offset index entry at or before
+    ``offset`` (Kafka's OffsetIndex.lookup; the first byte when the copy has no index) on, every
+    batch checked (magic, CRC-32C, length), to the first batch that answers the question or the
+    object's last byte.  Batches before a batch boundary hold smaller offsets than it, so
+    starting there misses none.  Raises :class:`KafkaTieredError` where the bytes cannot be read
+    or are not whole batches."""
     from ..records.decoder import _backend
     from ..records.header import HEADER_SIZE, LOG_OVERHEAD, read_header
     from ..storage.indexes import lookup_position, parse_offset_index
@@ -214,7 +217,10 @@ def copy_tail_empty(fetcher, copy, offset: int) -> bool:
                 if n - at < size:
                     break
                 check(buf, at, size, pos, True)
-                if read_header(buf, at).last_offset >= offset:
+                header = read_header(buf, at)
+                if header.base_offset >= end:
+                    return True           # this batch and all after it lie past the span
+                if header.last_offset >= offset:
                     return False
                 at += size
             carry = bytes(memoryview(buf)[at:])

@@ -136,39 +136,34 @@ async def _read(broker, name: str, partition: int, offset: int, limit: int, isol
     An offset below the local log start is read by RemoteLogManager's reader threads
     (ReplicaManager.processRemoteFetch -> RemoteLogManager.asyncRead) under a DelayedRemoteFetch
     whose delay is ``remote.fetch.max.wait.ms`` (KIP-1018).  When it expires first,
-    DelayedRemoteFetch.onExpiration cancels the read without interrupting it
-    (``cancel(false)``: a running read goes on, its answer unused) and onComplete answers the
-    partition from its local read result: empty records, no error, the high watermark as
-    read.  A local read never waits so."""
-    read = asyncio.ensure_future(asyncio.to_thread(_read_slowly, broker, name, partition, offset, limit,
-                                                   isolation_level, client_id))
+    DelayedRemoteFetch.onExpiration cancels the read (``cancel(false)``: one already running goes
+    on, its answer unused) and onComplete answers the partition from its local read result:
+    empty records, no error, the high watermark as read.  A local read never waits so."""
+    read = asyncio.ensure_future(_read_slowly(broker, name, partition, offset, limit, isolation_level, client_id))
     done, _ = await asyncio.wait({read}, timeout=broker.config.remote_fetch_max_wait_ms / 1000)
     if done:
         return read.result()
     o = await asyncio.to_thread(broker.storage.offsets, name, partition)
     if offset >= o.local_log_start_offset:
         return await read
-    read.add_done_callback(_unused)
+    read.cancel()
     return None
 
 
-def _unused(read) -> None:
-    if not read.cancelled() and read.exception() is not None:
-        log.debug("an expired remote read failed afterwards: %s", read.exception())
-
-
-def _read_slowly(broker, name, partition, offset, limit, isolation_level, client_id):
-    """``storage.read``, after the delay a test asked for remote reads
+async def _read_slowly(broker, name, partition, offset, limit, isolation_level, client_id):
+    """``storage.read``, after the delay a test asked of remote reads
     (``EmbeddedCluster.slow_remote_reads``: a slow object store), which ends early when the
-    test lifts it."""
+    test lifts it.  The delay waits on the event loop, so waiting reads hold no thread (Kafka's
+    local reads do not queue behind its remote reader threads either)."""
     delays = broker.remote_read_delays
     if delays:
-        o = broker.storage.offsets(name, partition)
+        o = await asyncio.to_thread(broker.storage.offsets, name, partition)
         if o.log_start_offset <= offset < o.local_log_start_offset:
-            until = time.monotonic() + max(delays)
-            while delays and time.monotonic() < until:
-                time.sleep(0.005)
-    return broker.storage.read(name, partition, offset, limit, isolation_level, client_id=client_id)
+            until = broker.loop.time() + max(delays)
+            while delays and broker.loop.time() < until:
+                await asyncio.sleep(0.005)
+    return await asyncio.to_thread(broker.storage.read, name, partition, offset, limit, isolation_level,
+                                   client_id=client_id)
 
 
 def _throttle(broker, conn, client_id: str | None, nbytes: int) -> int:
