@@ -85,9 +85,10 @@ class BrokerError(KafkaTieredError):
 
 class NoRecordsError(BrokerError):
     """A broker kept answering an offset below its high watermark with no records, for longer
-    than ``kafkaConsumer.pollTimeoutMs``, where the plan knows no tiered copy that could prove the
-    offsets empty (Kafka answers so for a compacted tail no later copy follows, and for a remote
-    read that outlasts ``remote.fetch.max.wait.ms``).  ``offset`` is the offset asked."""
+    than ``kafkaConsumer.pollTimeoutMs``, and nothing proved the offsets empty (Kafka answers so
+    for a compacted tail no later copy follows, and for a remote read that outlasts
+    ``remote.fetch.max.wait.ms``; the message says why neither the copy's bytes nor the answers'
+    timing proved it).  ``offset`` is the offset asked."""
 
     def __init__(self, message: str, *, offset: int, **kwargs):
         self.offset = offset

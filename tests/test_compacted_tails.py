@@ -16,6 +16,7 @@ from a read.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -27,7 +28,7 @@ from spark_helpers import read_tasks
 
 import kafka_tiered_source as kts
 from kafka_tiered_source import planning
-from kafka_tiered_source.errors import NoRecordsError
+from kafka_tiered_source.errors import BrokerError, NoRecordsError
 from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.planning.filters import Predicate, RowFilter
 from kafka_tiered_source.planning.stream import range_options
@@ -252,6 +253,107 @@ def test_no_plan_knowledge_fails_after_the_poll_timeout_without_spinning(cluster
     assert "compacted tail" in str(err.value)
     assert 1.5 <= elapsed < 15
     assert fetches.count(24) <= 12, fetches          # backing off (retry.backoff.ms doubling), not spinning
+
+
+# --- proving a tail empty: remote reads that outlast remote.fetch.max.wait.ms ------------------
+SLOW_WAIT_MS = 200       # the slow cluster's remote.fetch.max.wait.ms
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory):
+    """Today's Kafka with remote.fetch.max.wait.ms=200 (tests lift its slow reads sooner)."""
+    from kafka_tiered_source.testing import EmbeddedCluster
+    base = tmp_path_factory.mktemp("slow-tails")
+    with EmbeddedCluster(str(base / "b"), remote_storage=f"file://{base}/remote", kip1248=False,
+                         remote_log_metadata_partitions=1, segment_bytes=400,
+                         remote_fetch_max_wait_ms=SLOW_WAIT_MS) as c:
+        c.remote_dir, c.layout = f"{base}/remote", "aiven"
+        make(c)
+        yield c
+
+
+def brokers_only(c, storage: bool, **extra) -> ReadOptions:
+    """Direct reads off; with ``storage`` the reader may still read the copies (the storage
+    proof), without it only the answers' timing can prove a tail empty."""
+    o = {"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": TOPIC, "fetch.remote.enabled": "false",
+         "kafkaConsumer.pollTimeoutMs": "20000", **extra}
+    if storage:
+        o.update({"remote.storage.uri": f"file://{c.remote_dir}", "remote.storage.layout": c.layout})
+    return ReadOptions.parse(o)
+
+
+def test_the_broker_answers_a_remote_read_past_remote_fetch_max_wait_ms_with_nothing(slow):
+    """As DelayedRemoteFetch expires: empty records, no error, the high watermark, after about
+    remote.fetch.max.wait.ms; local reads never wait so; DescribeConfigs of the broker says the
+    wait; a fetch fenced with another leader epoch is refused (KIP-320)."""
+    lift = slow.slow_remote_reads(1.0)
+    try:
+        with BrokerClient({"bootstrap.servers": slow.bootstrap_servers, "retries": "0"}) as client:
+            assert client.describe_broker_config(0, ["remote.fetch.max.wait.ms"]) == {
+                "remote.fetch.max.wait.ms": str(SLOW_WAIT_MS)}
+            t0 = time.monotonic()
+            r = client.fetch(TOPIC, 0, 0, fenced=True)
+            took = time.monotonic() - t0
+            assert (bytes(r.records or b""), r.partition.error_code) == (b"", 0)
+            assert r.partition.high_watermark == CUT + LATER + TXN and r.leader_epoch >= 0 and r.node_id == 0
+            assert SLOW_WAIT_MS / 1000 <= took < 0.9, took
+            r = client.fetch(TOPIC, 0, CUT, fenced=True)           # local: served at once
+            assert [h.base_offset for h in iter_headers(r.records)][:1] == [CUT]
+            with pytest.raises(BrokerError, match="FENCED_LEADER_EPOCH"):
+                client.fetch(TOPIC, 0, CUT, current_leader_epoch=r.leader_epoch - 1)
+    finally:
+        lift()
+
+
+@pytest.mark.parametrize("storage", [False, True], ids=["timing", "storage"])
+def test_remote_reads_that_time_out_lose_no_record(slow, storage):
+    """Before the reader proved tails empty, two expired remote reads in a row inside a copy's
+    span made it skip to the span's end.  Every remote read now outlasts remote.fetch.max.wait.ms
+    until the store gets fast: the reader asks again (nothing is fast, and the copy's bytes, when
+    it may read them, hold batches there), then reads every record once the reads are fast."""
+    lift = slow.slow_remote_reads(5.0)
+    timer = threading.Timer(0.8, lift)
+    timer.start()
+    try:
+        assert read(brokers_only(slow, storage)) == expected(False)
+    finally:
+        timer.cancel()
+        lift()
+
+
+@pytest.mark.parametrize("storage", [False, True], ids=["timing", "storage"])
+def test_remote_reads_that_never_get_fast_fail_by_name(slow, storage):
+    o = brokers_only(slow, storage, **{"kafkaConsumer.pollTimeoutMs": "1200"})
+    lift = slow.slow_remote_reads(5.0)
+    try:
+        with pytest.raises(NoRecordsError) as err:
+            read(o)
+    finally:
+        lift()
+    assert (err.value.topic, err.value.partition, err.value.offset) == (TOPIC, 0, 0)
+    text = str(err.value)
+    assert "nothing proved offsets [0, 7) empty" in text and "remote.fetch.max.wait.ms" in text
+    if storage:
+        assert "holds a batch at or after offset 0" in text
+    else:
+        assert "could not be read (no remote.storage.* options" in text and "fast enough" in text
+
+
+@pytest.mark.parametrize("path,proof", [("brokers", "timing"), ("brokers", "storage"), ("fallback=always", "storage")])
+@pytest.mark.parametrize("kind", ["today", "kip"])
+def test_a_compacted_tail_reads_through_with_either_proof_alone(clusters, kind, path, proof, caplog):
+    """Timing alone (the reader cannot read storage): fast empty answers.  Storage alone
+    (fetch.max.wait.ms=0 lets a broker answer at once, so timing proves nothing): the copy's
+    bytes, through the brokers and on a fallback (its tiered slice's copy).  Either way the last
+    copy's tail, which no later copy follows, is read through."""
+    c = clusters[kind]
+    extra = {"fetch.remote.fallback": "always", "fetch.remote.enabled": "true"} if path != "brokers" else {}
+    if proof == "storage":
+        extra["kafka.fetch.max.wait.ms"] = "0"
+    caplog.set_level("INFO", logger="kafka_tiered_source.executor.reader")
+    assert read(brokers_only(c, proof == "storage", **extra)) == expected(False)
+    proven = [r.getMessage() for r in caplog.records if "no record at offsets [24," in r.getMessage()]
+    assert proven and all(("read from storage" in m) == (proof == "storage") for m in proven), proven
 
 
 # --- Spark ----------------------------------------------------------------------------------------

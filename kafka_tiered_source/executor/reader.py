@@ -28,6 +28,7 @@ from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTiere
                       RemoteStorageError, SegmentDecryptionError, SliceMismatchError)
 from .prefetch import PrefetchClosed, RangePrefetcher
 from .slices import SliceCheck
+from .tails import EmptyAnswers, Tails
 
 if TYPE_CHECKING:
     from ..protocol.client import BrokerClient
@@ -59,6 +60,7 @@ class TaskReader:
         self._stopped = False            # close() was called while a read was under way
         self._fallback_bytes = 0      # bytes through brokers because direct reads failed
         self._decoder: Any = None     # typed keys and values (values.decoder.BatchDecoder), made once
+        self._tails: Tails | None = None   # what proves an empty answer a compacted tail (tails.py)
 
     def __reduce__(self):
         return (self.__class__, (self.options, None, self.tasks_planned, self.row_filter))
@@ -307,17 +309,19 @@ class TaskReader:
         the task's read_committed filter of the partition, shown these batches too, so a tiered
         range after them starts from the right state (an ABORT marker read here ends its
         transaction there as well).  ``tiered``: the spans tiered copies serve
-        (:attr:`BrokerRange.tiered`), where an answer with no records means a compacted tail
+        (:attr:`BrokerRange.tiered`), where an answer with no records may be a compacted tail
         (see :meth:`_no_records`)."""
         from ..records import ReadCommittedFilter, decode_batches
         committed = self.options.read_committed
         offset = start
-        empty = _EmptyAnswers()
+        empty = EmptyAnswers()
         while offset < end:
             self._check_stopped()
+            t0 = time.monotonic()
             try:
+                # fenced with the leader epoch (KIP-320): an empty answer's broker and epoch are known
                 fr = self.client.fetch(topic, partition, offset, isolation_level=1 if committed else 0,
-                                       request_remote_location=False)
+                                       request_remote_location=False, fenced=True)
             except BrokerError as exc:
                 if exc.error_name != "OFFSET_OUT_OF_RANGE":
                     raise
@@ -357,41 +361,46 @@ class TaskReader:
                 if size:
                     raise BrokerError(f"fetch at offset {offset} returned no complete record batch "
                                       f"({size} bytes)", api="Fetch", topic=topic, partition=partition)
-                offset = self._no_records(topic, partition, offset, bound, tiered, empty)
+                offset = self._no_records(topic, partition, offset, bound, tiered, empty, fr,
+                                          time.monotonic() - t0)
                 continue
             empty.reset()
             offset = res.next_offset
 
-    def _no_records(self, topic, partition, offset: int, bound: int, tiered: tuple, empty) -> int:
+    def _no_records(self, topic, partition, offset: int, bound: int, tiered: tuple, empty: EmptyAnswers, fr,
+                    elapsed_s: float) -> int:
         """A broker answered ``offset``, below its high watermark (or LSO), with no records and
-        no error; the offset to fetch next.
+        no error (``fr``, ``elapsed_s`` after the request was sent); the offset to fetch next.
 
         Kafka answers so when the tiered copy serving the offset, and every copy after it, hold
-        no batch at or after it (a tail compaction left: RemoteLogManager.read), and also when a
+        no batch at or after it (a tail compaction left: RemoteLogManager.read), but also when a
         remote read outlasts ``remote.fetch.max.wait.ms`` (DelayedRemoteFetch completes with
-        what it has: nothing).  Where the plan knows the copy (``tiered``), a second empty answer
-        after ``retry.backoff.ms`` is taken as the compacted tail: the read goes on at the
-        copy's end + 1.  Elsewhere nothing proves the offsets empty: the fetch is asked again,
-        backing off, and after ``kafkaConsumer.pollTimeoutMs`` the read fails, naming the
-        partition and offset (Spark's Kafka source fails there too: "Cannot fetch record for
+        what it has: nothing), among others (:mod:`.tails`).  Where the plan knows a copy serves
+        the offset (``tiered``) and the copy's bytes or the answers' timing prove its tail empty,
+        the read goes on at the span's end.  Otherwise the fetch is asked again, backing off,
+        and after ``kafkaConsumer.pollTimeoutMs`` the read fails, naming the partition, the
+        offset and why (Spark's Kafka source fails there too: "Cannot fetch record for
         offset").  Nothing is skipped unproven, and nothing spins."""
-        nxt = _tiered_end(tiered, offset)
+        span = _tiered_span(tiered, offset)
         poll_ms = self.options.poll_timeout_ms
         attempt = empty.seen(offset, poll_ms)
-        if nxt is not None and attempt >= 1:
-            log.info("%s-%d: no record at offsets [%d, %d): the tiered copy serving them has none "
-                     "from %d on (compacted); reading on from %d", topic, partition, offset, nxt,
-                     offset, nxt)
-            empty.reset()
-            return nxt
-        if nxt is None and empty.expired():
-            raise NoRecordsError(
-                f"{topic}-{partition}: the broker answered offset {offset} with no records for "
-                f"{poll_ms} ms (kafkaConsumer.pollTimeoutMs), below its high watermark {bound}. Kafka "
-                f"answers so where the tiered copies serving the offset hold no record at or after it "
-                f"(a compacted tail) and where a remote read outlasts remote.fetch.max.wait.ms; this "
-                f"plan knows no tiered copy there, so the offsets cannot be proven empty",
-                offset=offset, api="Fetch", topic=topic, partition=partition)
+        if span is not None:
+            if self._tails is None:
+                self._tails = Tails(self)
+            proof = self._tails.prove(empty, offset, span[1], span[2], fr, elapsed_s)
+            if proof is not None:
+                log.info("%s-%d: no record at offsets [%d, %d): %s (a compacted tail); reading on from %d",
+                         topic, partition, offset, span[1], proof, span[1])
+                empty.reset()
+                return span[1]
+        if empty.expired():
+            head = (f"{topic}-{partition}: the broker answered offset {offset} with no records for "
+                    f"{poll_ms} ms (kafkaConsumer.pollTimeoutMs), below its high watermark {bound}. Kafka "
+                    f"answers so where the tiered copies serving the offset hold no record at or after it "
+                    f"(a compacted tail) and where a remote read outlasts remote.fetch.max.wait.ms; ")
+            why = ("this plan knows no tiered copy there, so the offsets cannot be proven empty" if span is None
+                   else empty.why(offset, span[1], span[2]))
+            raise NoRecordsError(head + why, offset=offset, api="Fetch", topic=topic, partition=partition)
         self._check_stopped()
         self.client.backoff(min(attempt, 8))
         return offset
@@ -409,42 +418,19 @@ class TaskReader:
         return earliest
 
 
-class _EmptyAnswers:
-    """How long one offset has been answered with no records: the attempts so far, and when
-    the first came (the poll timeout runs from there)."""
-
-    def __init__(self):
-        self.reset()
-
-    def reset(self) -> None:
-        self.offset: int | None = None
-        self.attempts = 0
-        self.deadline = 0.0
-
-    def seen(self, offset: int, poll_ms: int) -> int:
-        """Count an empty answer for ``offset``; the number of earlier ones."""
-        if offset != self.offset:
-            self.offset, self.attempts = offset, 0
-            self.deadline = time.monotonic() + poll_ms / 1000
-        self.attempts += 1
-        return self.attempts - 1
-
-    def expired(self) -> bool:
-        return time.monotonic() >= self.deadline
-
-
 def _spans(r) -> tuple:
     """The tiered spans a range read through the brokers knows: a tiered slice's own (its copy
     serves all of it), a broker range's :attr:`~..planning.tasks.BrokerRange.tiered`."""
     if hasattr(r, "tiered"):
         return r.tiered
-    return ((r.offset_start, r.offset_end),)
+    return ((r.offset_start, r.offset_end, r.segment),)
 
 
-def _tiered_end(tiered: tuple, offset: int) -> int | None:
-    for s, e in tiered:
-        if s <= offset < e:
-            return e
+def _tiered_span(tiered: tuple, offset: int) -> tuple | None:
+    """``(start, end, copy or None)`` of the span holding ``offset``, if any."""
+    for t in tiered:
+        if t[0] <= offset < t[1]:
+            return (t[0], t[1], t[2] if len(t) > 2 else None)
     return None
 
 

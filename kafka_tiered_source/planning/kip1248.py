@@ -173,7 +173,7 @@ class _Walk:
             # answers empty records there), nothing to read the segment with, or direct reads
             # off: the brokers serve it, and an empty answer there is the copy's compacted tail.
             # (A location alone never makes offsets be skipped: a wrong one costs a fetch.)
-            self.pieces.append((first, seg_end, ((first, seg.end_offset + 1),)))
+            self.pieces.append((first, seg_end, ((first, seg.end_offset + 1, seg),)))
         else:
             self.aborted_at[first] = _aborted(part)
             self.pieces.append(SegmentSlice(seg, first, seg_end, ((first, start_pos),)))

@@ -83,9 +83,10 @@ def merged(a: BrokerRange, b: BrokerRange) -> BrokerRange:
 
 def spans_only(pr: PartitionRange, spans: Sequence) -> Located:
     """The pieces of ``pr`` when direct reads are off: everything through the brokers, each
-    range knowing the spans tiered copies serve (``spans``: ``(start, end, copy or None)``,
-    contiguous over the range), where an answer with no records is a compacted tail."""
-    tiered = tuple((s, e) for s, e, copy in spans if copy is not None)
+    range knowing the spans tiered copies serve and the copy serving each (``spans``:
+    ``(start, end, copy or None)``, contiguous over the range), where an answer with no records
+    may be a compacted tail."""
+    tiered = tuple((s, e, copy) for s, e, copy in spans if copy is not None)
     pieces: list[Union[SegmentSlice, BrokerRange]] = (
         [broker_range(pr, pr.start, pr.end, tiered=tiered)] if pr.start < pr.end else [])
     located = Located(pieces, no_aborted)

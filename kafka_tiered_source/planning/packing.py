@@ -163,7 +163,7 @@ def _broker_part(r: BrokerRange, first: int, end: int, total: int, span: int) ->
     lo = total * (first - r.offset_start) // span
     hi = total * (end - r.offset_start) // span
     return BrokerRange(r.topic, r.partition, r.topic_id, first, end, hi - lo,
-                       tuple((s, e) for s, e in r.tiered if s < end and e > first))
+                       tuple(t for t in r.tiered if t[0] < end and t[1] > first))
 
 
 def _split_broker(r: BrokerRange, parts: int) -> list[BrokerRange]:

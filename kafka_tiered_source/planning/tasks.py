@@ -40,16 +40,19 @@ class BrokerRange:
     share it in proportion to their offsets.
 
     ``tiered``: the spans ``(start, end exclusive)`` of the range that tiered copies serve, one
-    per copy, as the plan found them.  Where a broker answers a fetch inside one with no records
-    below the high watermark, that copy holds no batch from there to its end (compaction left
-    it a tail, RemoteLogManager.read answers nothing): the reader goes on at the span's end."""
+    per copy, as the plan found them, each with the copy (its :class:`RemoteSegment`) where the
+    plan knows it: ``(start, end, copy)``.  A broker answers a fetch inside one with no records
+    below the high watermark where that copy holds no batch from there to its end (compaction
+    left it a tail: RemoteLogManager.read answers nothing), but also where a remote read
+    outlasted ``remote.fetch.max.wait.ms``: the reader goes on at the span's end only once it
+    has proven the tail empty (:mod:`~kafka_tiered_source.executor.tails`)."""
     topic: str
     partition: int
     topic_id: str
     offset_start: int
     offset_end: int
     estimated_bytes: int
-    tiered: tuple[tuple[int, int], ...] = ()
+    tiered: tuple[tuple, ...] = ()
 
     @property
     def estimated_records(self) -> int:

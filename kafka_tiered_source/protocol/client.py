@@ -22,7 +22,7 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
 from ..errors import BrokerError
@@ -70,6 +70,7 @@ class ReadPolicy:
 
 
 TOPIC_RESOURCE = 2       # ConfigResource.Type.TOPIC, DescribeConfigs' resource type of a topic
+BROKER_RESOURCE = 4      # ConfigResource.Type.BROKER: one broker's own configuration
 
 
 class BrokerClient:
@@ -487,16 +488,34 @@ class BrokerClient:
         A :class:`BrokerError` when the broker lacks the API or refuses (no DESCRIBE_CONFIGS on
         the topic: TOPIC_AUTHORIZATION_FAILED; an unknown topic).  As in Kafka's admin client,
         only the request is retried, not an error the answer gives for the topic."""
+        return self._describe_configs(self._any_connection, TOPIC_RESOURCE, topic, keys, topic=topic)
+
+    def describe_broker_config(self, node_id: int, keys: Iterable[str]) -> dict[str, str | None]:
+        """``{key: value}`` of broker ``node_id``'s own configuration (DescribeConfigs of a
+        BROKER resource), asked of that broker: Kafka's ConfigHelper describes only the broker
+        that answers, as the admin client routes a BROKER resource to its node.  A key the
+        broker does not know (an older version) is absent; a refusal (no DESCRIBE_CONFIGS on
+        the cluster: CLUSTER_AUTHORIZATION_FAILED) raises :class:`BrokerError`."""
+        def connect() -> BrokerConnection:
+            if node_id not in self._brokers:
+                self.metadata([])          # the brokers, no topic
+            return self.connection(node_id)
+        return self._describe_configs(connect, BROKER_RESOURCE, str(node_id), keys)
+
+    def _describe_configs(self, connect: Callable[[], BrokerConnection], resource_type: int, name: str,
+                          keys: Iterable[str], *, topic: str | None = None) -> dict[str, str | None]:
         R, wanted = m.DescribeConfigsRequest, list(keys)
 
         def run():
-            conn = self._any_connection()
-            req = R(resources=[R.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=topic,
+            conn = connect()
+            conn.ensure_connected()
+            req = R(resources=[R.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
                                                           configuration_keys=wanted)])
             for res in conn.request(req, conn.pick_version(R)).results:
-                if res.resource_type == TOPIC_RESOURCE and res.resource_name == topic:
+                if res.resource_type == resource_type and res.resource_name == name:
                     return conn.address, res
-            raise BrokerError("no answer for the topic", broker=conn.address, api="DescribeConfigs", topic=topic)
+            raise BrokerError(f"no answer for the resource {name!r}", broker=conn.address, api="DescribeConfigs",
+                              topic=topic)
         broker, res = self._with_retries("DescribeConfigs", run, topic=topic)
         if res.error_code:
             raise broker_error(res.error_code, broker=broker, api="DescribeConfigs", topic=topic,
@@ -509,26 +528,31 @@ class BrokerClient:
               partition_max_bytes: int | None = None, max_wait_ms: int | None = None,
               min_bytes: int | None = None, isolation_level: int | None = None,
               current_leader_epoch: int = -1, request_remote_location: bool = False,
-              storage_formats: tuple = (kip1248.STORAGE_FORMAT_APACHE_KAFKA_V1,)) -> FetchResult:
+              storage_formats: tuple = (kip1248.STORAGE_FORMAT_APACHE_KAFKA_V1,),
+              fenced: bool = False) -> FetchResult:
         """Sessionless fetch of one partition from its leader (:class:`FetchBuilder`).
 
         With ``request_remote_location`` the KIP-1248 tags are sent when the version allows
-        (12+); ``FetchResult.kip1248_requested`` says whether they were.  Partition errors
+        (12+); ``FetchResult.kip1248_requested`` says whether they were.  ``fenced`` sends the
+        leader epoch this client's metadata knows as ``current_leader_epoch`` (KIP-320, as
+        Kafka's consumer does), learnt again for each attempt: a leader that moved on answers
+        FENCED_LEADER_EPOCH instead of answering as if current.  ``FetchResult.node_id`` and
+        ``.leader_epoch`` say which broker answered and under which epoch.  Partition errors
         raise :class:`BrokerError`; retriable ones are retried after a metadata refresh, for at
         most :attr:`ReadPolicy.fetch_timeout_ms` in all when the read sets one."""
         topic = self._topic_name(topic)
         cfg = self.config
         iso = cfg.isolation_level if isolation_level is None else isolation_level
         wait = cfg.fetch_max_wait_ms if max_wait_ms is None else max_wait_ms
-        ask = FetchAsk(topic, partition, offset,
-                       cfg.max_partition_fetch_bytes if partition_max_bytes is None else partition_max_bytes,
-                       current_leader_epoch)
+        limit = cfg.max_partition_fetch_bytes if partition_max_bytes is None else partition_max_bytes
         poll_ms = self.policy.fetch_timeout_ms
         deadline = None if poll_ms is None else time.monotonic() + poll_ms / 1000
 
         def run() -> FetchResult:
             conn = self.leader(topic, partition)
             conn.ensure_connected()
+            epoch = self._leader_epoch(topic, partition) if fenced else current_leader_epoch
+            ask = FetchAsk(topic, partition, offset, limit, epoch)
             builder = self.fetch_builder(conn, [topic], request_remote_location=request_remote_location,
                                          storage_formats=storage_formats)
             req = builder.request([ask], max_wait_ms=wait,
@@ -545,7 +569,7 @@ class BrokerClient:
                 if res.partition_index == partition:
                     if res.error is not None:
                         raise res.error
-                    return res
+                    return replace(res, node_id=conn.node_id, leader_epoch=epoch)
             raise BrokerError("the fetch response does not contain the partition", broker=conn.address,
                               api="Fetch", topic=topic, partition=partition)
 

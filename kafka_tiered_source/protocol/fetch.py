@@ -30,6 +30,8 @@ class FetchResult:
     broker: str
     kip1248_requested: bool
     throttle_time_ms: int = 0     # the broker's quota throttle (KIP-13); already waited out
+    node_id: int | None = None    # the broker that answered (BrokerClient.fetch)
+    leader_epoch: int = -1        # the current_leader_epoch the request was fenced with (-1: none)
 
     @property
     def records(self):

@@ -46,7 +46,10 @@ class EmbeddedCluster:
     (0 = any) serves Prometheus text at ``GET /metrics``.  ``telemetry_metrics``: the KIP-714
     metric prefixes clients are asked to push (``("",)`` = all, empty = no pushes).
     ``kip1248``: True answers the KIP-1248 location tags on Fetch; False is Apache Kafka 4.1
-    (tags ignored, tiered data served through the broker).  Either way, with remote storage the
+    (tags ignored, tiered data served through the broker).  ``remote_fetch_max_wait_ms`` is
+    Kafka's ``remote.fetch.max.wait.ms``: a read of remote storage through the broker that takes
+    longer is answered with empty records and no error (DelayedRemoteFetch);
+    ``slow_remote_reads`` makes remote reads slow, as a slow object store would.  Either way, with remote storage the
     broker writes ``__remote_log_metadata`` (``remote_log_metadata_partitions`` partitions) as
     TopicBasedRemoteLogMetadataManager does (``kip1266=True``: keyed version-1 records and
     tombstones, as KIP-1266 proposes).  A partition has one replica unless ``add_replica`` adds
@@ -89,7 +92,7 @@ class EmbeddedCluster:
                  remote_log_metadata_partitions: int = 50, encryption_key_pair_id: str | None = None,
                  encryption_key_pairs=None, kip1266: bool = False, segment_ms: int | None = None,
                  segment_jitter_ms: int = 0, remote_log_manager_task_interval_ms: int | None = None,
-                 schema_registry_port: int | None = None):
+                 schema_registry_port: int | None = None, remote_fetch_max_wait_ms: int = 500):
         self.data_dir = os.path.abspath(data_dir)
         self.storage = BrokerStorage(
             self.data_dir, remote_storage=remote_storage, layout=layout, segment_bytes=segment_bytes,
@@ -105,13 +108,16 @@ class EmbeddedCluster:
             raise ConfigError(f"remote_log_manager_task_interval_ms must be > 0, got "
                               f"{remote_log_manager_task_interval_ms}", option="remote_log_manager_task_interval_ms")
         self.remote_log_manager_task_interval_ms = remote_log_manager_task_interval_ms
+        if remote_fetch_max_wait_ms < 1:       # Kafka's valid values: [1, ...]
+            raise ConfigError(f"remote_fetch_max_wait_ms must be >= 1, got {remote_fetch_max_wait_ms}",
+                              option="remote_fetch_max_wait_ms")
         self.remote_log_manager: RemoteLogManagerTasks | None = None
         self.coordinator = Coordinator(self.data_dir)
         self.config = ServerConfig(
             host=host, port=port, sasl=SaslConfig.of(sasl), ssl=SslConfig.of(ssl), metrics_port=metrics_port,
             auto_create_topics=auto_create_topics, cluster_id=self._cluster_id(),
             telemetry_metrics=tuple(telemetry_metrics), telemetry_push_interval_ms=telemetry_push_interval_ms,
-            consumer_byte_rate=consumer_byte_rate, kip1248=kip1248)
+            consumer_byte_rate=consumer_byte_rate, kip1248=kip1248, remote_fetch_max_wait_ms=remote_fetch_max_wait_ms)
         self._server: BrokerServer | None = None
         # a Schema Registry REST server beside the broker (testing/schema_registry.py), its schemas
         # kept in data_dir as the broker's logs are
@@ -120,6 +126,7 @@ class EmbeddedCluster:
             self.schema_registry = SchemaRegistry(host, schema_registry_port,
                                                   path=os.path.join(self.data_dir, SCHEMA_REGISTRY_FILE))
         self._holds: list = []
+        self._remote_delays: list = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -147,6 +154,7 @@ class EmbeddedCluster:
             raise KafkaTieredError("EmbeddedCluster is already running")
         server = BrokerServer(self.storage, self.coordinator, self.config)
         server.holds = self._holds
+        server.remote_read_delays = self._remote_delays
         loop = asyncio.new_event_loop()
         ready = threading.Event()
         failure: list[BaseException] = []
@@ -309,6 +317,14 @@ class EmbeddedCluster:
         meanwhile.  Returns a function that removes the hold."""
         self._holds.append(hold)
         return lambda: self._holds.remove(hold) if hold in self._holds else None
+
+    def slow_remote_reads(self, seconds: float):
+        """Make every read of remote storage through the broker take ``seconds`` longer (a slow
+        object store); one slower than ``remote_fetch_max_wait_ms`` is answered with nothing.
+        Returns a function that lifts it (reads still waiting go on at once)."""
+        hold = float(seconds)
+        self._remote_delays.append(hold)
+        return lambda: self._remote_delays.remove(hold) if hold in self._remote_delays else None
 
     # ------------------------------------------------------------------ operator side
     def metrics_text(self) -> str:

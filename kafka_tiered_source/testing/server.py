@@ -195,6 +195,9 @@ class ServerConfig:
     #: True: answer the KIP-1248 location tags on Fetch; False: behave as Apache Kafka 4.1 does
     #: (tags ignored, tiered data served through the broker, one partition per Fetch)
     kip1248: bool = True
+    #: KIP-1018's ``remote.fetch.max.wait.ms`` (Kafka's default 500): how long a Fetch waits for
+    #: a read of remote storage before it answers that partition with nothing (DelayedRemoteFetch)
+    remote_fetch_max_wait_ms: int = 500
 
 
 
@@ -270,6 +273,8 @@ class BrokerServer:
         # a slow broker for tests: callables (api key, request) -> None, seconds or an Event to
         # wait for before the request is handled (EmbeddedCluster.hold_answers)
         self.holds: list = []
+        # seconds each read of remote storage takes first (EmbeddedCluster.slow_remote_reads)
+        self.remote_read_delays: list = []
         oauth = config.sasl.oauthbearer if config.sasl else None
         self.jwt_validator = JwtValidator(oauth) if oauth is not None else None
         # who authenticated, for tests and operators: (mechanism or "SSL", principal) -> count

@@ -1,5 +1,5 @@
-"""Topic configurations as the embedded broker describes them (DescribeConfigs,
-:mod:`.apis.configs`): Kafka's defaults, what a topic was made with (``retention_ms``,
+"""Topic configurations, and the broker's own, as the embedded broker describes them
+(DescribeConfigs, :mod:`.apis.configs`).  A topic's: Kafka's defaults, what a topic was made with (``retention_ms``,
 ``retention_bytes``, LogAppendTime, its log settings where it has them), the broker's own
 settings (segment size and roll time), and overrides set with
 :func:`set_overrides` (what ``kafka-configs --alter --entity-type topics`` sets), kept in
@@ -48,6 +48,13 @@ KEYS: dict[str, tuple[int, str, str]] = {
 _MADE_WITH = {"local_retention_ms": "local.retention.ms", "local_retention_bytes": "local.retention.bytes",
               "segment_ms": "segment.ms", "segment_jitter_ms": "segment.jitter.ms"}
 SETTABLE = frozenset({"delete.retention.ms"})
+# the broker's own keys (a BROKER resource): name -> (type, Kafka's default, doc), as KafkaConfig
+# and RemoteLogManagerConfig define them
+BROKER_KEYS: dict[str, tuple[int, str, str]] = {
+    "log.segment.bytes": (INT, "1073741824", "the size at which a segment is rolled"),
+    "remote.fetch.max.wait.ms": (INT, "500", "how long a Fetch waits for a read of remote storage (KIP-1018)"),
+    "remote.log.storage.system.enable": (BOOLEAN, "false", "whether the broker tiers to remote storage"),
+}
 _LOCK = threading.Lock()
 
 
@@ -125,4 +132,17 @@ def describe(storage: "BrokerStorage", info: "TopicInfo") -> list[ConfigEntry]:
         else:
             value, source = default, DEFAULT_CONFIG
         out.append(ConfigEntry(name, value, source, kind, doc))
+    return out
+
+
+def describe_broker(storage: "BrokerStorage", remote_fetch_max_wait_ms: int) -> list[ConfigEntry]:
+    """Every key of :data:`BROKER_KEYS` for the broker, with where its value comes from (what
+    the cluster was started with is its static configuration, as server.properties is)."""
+    static = {"log.segment.bytes": str(storage.segment_bytes),
+              "remote.fetch.max.wait.ms": str(remote_fetch_max_wait_ms),
+              "remote.log.storage.system.enable": "true" if storage.store is not None else "false"}
+    out = []
+    for name, (kind, default, doc) in sorted(BROKER_KEYS.items()):
+        value = static.get(name, default)
+        out.append(ConfigEntry(name, value, DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG, kind, doc))
     return out

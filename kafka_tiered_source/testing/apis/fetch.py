@@ -1,5 +1,7 @@
-"""Fetch: broker-mediated reads (local and remote, as RemoteLogManager serves them), the
-KIP-1248 location answer, long polling and the KIP-13 consumer quota."""
+"""Fetch: broker-mediated reads (local and remote, as RemoteLogManager serves them, and a remote
+read that outlasts ``remote.fetch.max.wait.ms`` answered with nothing, as DelayedRemoteFetch
+expires), fencing by ``current_leader_epoch``, the KIP-1248 location answer, long polling and
+the KIP-13 consumer quota."""
 from __future__ import annotations
 
 import asyncio
@@ -126,6 +128,44 @@ def _fill_location(part, loc) -> None:
     part.signed_remote_log_segment_location = loc.presigned_url
 
 
+async def _read(broker, name: str, partition: int, offset: int, limit: int, isolation_level: int,
+                client_id: str | None):
+    """``storage.read`` of one partition as ReplicaManager.fetchMessages serves it; None when a
+    read of remote storage outlasted ``remote.fetch.max.wait.ms``.
+
+    An offset below the local log start is read by RemoteLogManager's reader threads
+    (ReplicaManager.processRemoteFetch -> RemoteLogManager.asyncRead) under a DelayedRemoteFetch
+    whose delay is ``remote.fetch.max.wait.ms`` (KIP-1018).  When it expires first,
+    DelayedRemoteFetch.onExpiration cancels the read (``cancel(false)``: one already running goes
+    on, its answer unused) and onComplete answers the partition from its local read result:
+    empty records, no error, the high watermark as read.  A local read never waits so."""
+    read = asyncio.ensure_future(_read_slowly(broker, name, partition, offset, limit, isolation_level, client_id))
+    done, _ = await asyncio.wait({read}, timeout=broker.config.remote_fetch_max_wait_ms / 1000)
+    if done:
+        return read.result()
+    o = await asyncio.to_thread(broker.storage.offsets, name, partition)
+    if offset >= o.local_log_start_offset:
+        return await read
+    read.cancel()
+    return None
+
+
+async def _read_slowly(broker, name, partition, offset, limit, isolation_level, client_id):
+    """``storage.read``, after the delay a test asked of remote reads
+    (``EmbeddedCluster.slow_remote_reads``: a slow object store), which ends early when the
+    test lifts it.  The delay waits on the event loop, so waiting reads hold no thread (Kafka's
+    local reads do not queue behind its remote reader threads either)."""
+    delays = broker.remote_read_delays
+    if delays:
+        o = await asyncio.to_thread(broker.storage.offsets, name, partition)
+        if o.log_start_offset <= offset < o.local_log_start_offset:
+            until = broker.loop.time() + max(delays)
+            while delays and broker.loop.time() < until:
+                await asyncio.sleep(0.005)
+    return await asyncio.to_thread(broker.storage.read, name, partition, offset, limit, isolation_level,
+                                   client_id=client_id)
+
+
 def _throttle(broker, conn, client_id: str | None, nbytes: int) -> int:
     """Charge ``nbytes`` to the client's quota; the throttle time in ms (0 within quota)."""
     rate = broker.config.consumer_byte_rate
@@ -179,6 +219,15 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
                 continue
             limit = min(fp.partition_max_bytes, budget)
             try:
+                # ReplicaManager.readFromLog -> Partition.localLogWithEpochOrThrow (KIP-320): a
+                # request fenced with an older epoch than the leader's is FENCED_LEADER_EPOCH, a
+                # newer one UNKNOWN_LEADER_EPOCH
+                current = broker.storage.leader_epoch(name, fp.partition)
+                if 0 <= fp.current_leader_epoch != current:
+                    part.error_code = err("FENCED_LEADER_EPOCH" if fp.current_leader_epoch < current
+                                          else "UNKNOWN_LEADER_EPOCH")
+                    errors = True
+                    continue
                 if direct:
                     asked, loc = located.get((name, fp.partition), (None, None))
                     if isinstance(loc, BaseException):
@@ -202,8 +251,14 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
                     part.log_start_offset = o.log_start_offset
                     continue
                 t0 = time.perf_counter()
-                r = await asyncio.to_thread(broker.storage.read, name, fp.partition, fp.fetch_offset,
-                                            max(limit, 1), req.isolation_level, client_id=hdr.client_id)
+                r = await _read(broker, name, fp.partition, fp.fetch_offset, max(limit, 1), req.isolation_level,
+                                hdr.client_id)
+                if r is None:        # the remote read outlasted remote.fetch.max.wait.ms
+                    o = await asyncio.to_thread(broker.storage.offsets, name, fp.partition)
+                    part.high_watermark, part.last_stable_offset = o.high_watermark, o.last_stable_offset
+                    part.log_start_offset = o.log_start_offset
+                    remote_served = True
+                    continue
                 if r.from_remote or r.error_name == "KAFKA_STORAGE_ERROR":
                     broker.remote_fetch_latency.observe(hdr.client_id, name, time.perf_counter() - t0)
                 remote_served = remote_served or r.from_remote
