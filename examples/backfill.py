@@ -2,16 +2,25 @@
 against broker fetch.
 
 It starts the embedded reference broker, produces a realistic topic with a real client
-(confluent-kafka / librdkafka): several partitions, every codec, headers, committed and
-aborted transactions.  Then it tiers the topic to object storage and reads it three ways, each
-timed twice, taking turns, after an untimed warm-up read (so no timed read pays Spark's
-start-up: Spark's Python workers, the data source's planner process); the better of each way's
-two times is the one compared, so no way is compared cold:
+(confluent-kafka / librdkafka): 700,000 JSON orders of about 1 KB over 4 partitions, every
+codec, headers, committed and aborted transactions, about 330 MB of log.  Then it tiers the
+topic to object storage in 16 MiB segments (the benchmark's size) and reads it three ways,
+after small untimed warm-up reads each way (so no timed read pays Spark's start-up: its Python
+workers, the data source's planner process, the s3 client), each timed twice, taking turns;
+the better of each way's two times is the one compared:
 
 1. with ``kafka-tiered`` directly from storage (``spark.read.format("kafka-tiered")``);
 2. with ``fetch.remote.enabled=false``: every byte through the broker, which reads remote
-   storage the way Kafka's RemoteLogManager does;
+   storage the way Kafka's RemoteLogManager does, 1 MiB per partition per Fetch;
 3. with ``kafka_tiered_source.scan()``: the same direct read without Spark, into a pyarrow Table.
+
+Spark's two reads do the same work: a count and an order-independent digest of every column of
+every row, in one pass.  The sizes are what make the comparison say something: with the old
+defaults (200,000 values of ~150 bytes, 9.6 MB of log in 256 KiB segments) the broker served
+the whole topic in about 35 GETs, Spark's fixed cost per read was most of both times, and direct
+came out 1.1x (BENCHMARKS.md, "The demo, sized to show the benchmark's difference").  After the
+demo's own figure it prints the benchmark's recorded one (``benchmarks/results/backfill.json``,
+which ``make bench`` rewrites) and one line on why the two differ.
 
 Last, a typed topic: Avro values written by confluent-kafka's AvroSerializer in two schema
 versions, through the Schema Registry the embedded broker serves, read as columns
@@ -23,11 +32,12 @@ connection), for the broker and the reader alike: on a local directory there is 
 hide and the comparison says little.  ``--store s3`` (or ``--s3``) uses moto without the proxy,
 ``--store local`` a local directory.  Then it writes the direct read to Parquet, partitioned by
 topic and partition (``--output``, default a new directory), reads the files back and checks
-that they hold exactly the broker's rows.  ``--encrypt`` encrypts the segments as Aiven's
-plugin does.
+that they hold exactly the broker's rows, no offset twice.  ``--encrypt`` encrypts the segments
+as Aiven's plugin does.
 
 Each Spark job carries a description (``kafka-tiered: orders, ...``) for Spark's UI.  The output
-ends with where the files are and what the read cost.
+ends with where the files are and what the read cost.  About two and a half minutes on this
+project's 2-core machine; ``--records``, ``--value-bytes`` and ``--rounds 1`` make it shorter.
 
     python examples/backfill.py                 # moto S3 behind the latency proxy
     python examples/backfill.py --s3 --encrypt  # moto S3 server on 127.0.0.1, encrypted segments
@@ -36,6 +46,7 @@ ends with where the files are and what the read cost.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import random
@@ -47,42 +58,76 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 TOPIC = "orders"
+MIB = 1 << 20
+# The defaults: sized so the broker's 1 MiB remote reads, not Spark's fixed cost per read, set the
+# broker-mediated time, as in the benchmark (BENCHMARKS.md, "The demo, sized to show the
+# benchmark's difference"), and the whole demo stays within three minutes on 2 cores
+RECORDS, VALUE_BYTES, SEGMENT_BYTES, ROUNDS = 700_000, 1000, 16 * MIB, 2
+WARM_UP_OFFSETS = 2000
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # librdkafka's own log lines (KIP-714 telemetry, connection notices) go to Python logging, where
 # only warnings and errors show; moto's server is started quiet.
 LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 
 
-def produce(bootstrap: str, partitions: int, records: int, seed: int = 7) -> dict:
+def corpus(rng: random.Random, size: int = 4 << 20) -> bytes:
+    """``size`` bytes of text: words of a 1,000-word vocabulary (as the benchmark's values are
+    made), so the notes cut from it compress as real payloads do, about 3:1 with zstd."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 10))) for _ in range(1000)]
+    return " ".join(rng.choices(words, k=size // 5)).encode()[:size]
+
+
+def produce(bootstrap: str, partitions: int, records: int, value_bytes: int = 1000, seed: int = 7) -> dict:
     """Produce ``records`` records over ``partitions`` partitions with a mix of codecs, headers,
-    committed and aborted transactions.  Returns what a read_committed reader must see."""
+    committed and aborted transactions: JSON orders of ``value_bytes`` on average (a note cut
+    from a text of words).  Returns what a read_committed reader must see.
+
+    One producer per codec, all sending at once and flushed at the end, so librdkafka's
+    compression (its own threads; gzip's alone is the most CPU of the lot) runs beside this
+    loop instead of after it; then the transactions."""
     from confluent_kafka import Producer
 
     rng = random.Random(seed)
+    text = corpus(rng)
+    low, high = value_bytes // 5, value_bytes * 9 // 5      # the note's length; the JSON around it is ~40 bytes
+    last = len(text) - high
     committed = aborted = 0
     per_codec = records // (len(CODECS) + 2)
     common = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 2000,
               "enable.idempotence": True, "logger": LIBRDKAFKA_LOG}
 
     def payload(i):
-        key = f"customer-{rng.randrange(50_000):06d}".encode()
-        value = (f'{{"order":{i},"amount":{rng.randrange(1, 10_000)},"note":"'
-                 + "x" * rng.randrange(20, 200) + '"}').encode()
+        key = b"customer-%06d" % rng.randrange(50_000)
+        start = rng.randrange(last)
+        value = b'{"order":%d,"amount":%d,"note":"%s"}' % (i, rng.randrange(1, 10_000),
+                                                           text[start:start + rng.randrange(low, high)])
         headers = [("source", b"backfill-demo"), ("codec-idx", str(i % 5).encode())] if i % 3 else None
         return key, value, headers
 
+    def send(p, i):
+        k, v, h = payload(i)
+        while True:
+            try:
+                p.produce(TOPIC, key=k, value=v, headers=h, partition=i % partitions)
+                break
+            except BufferError:          # librdkafka's queue is full: let it drain
+                p.poll(0.05)
+        if i % 5_000 == 0:
+            p.poll(0)
+
     n = 0
+    producers = []
     for codec in CODECS:   # plain idempotent producers, one per codec
         p = Producer({**common, "compression.type": codec})
+        producers.append(p)
         for _ in range(per_codec):
-            k, v, h = payload(n)
-            p.produce(TOPIC, key=k, value=v, headers=h, partition=n % partitions)
+            send(p, n)
             n += 1
-            if n % 10_000 == 0:
-                p.poll(0)
-        if p.flush(60):
-            raise RuntimeError("producer did not flush")
         committed += per_codec
+    for p in producers:
+        if p.flush(120):
+            raise RuntimeError("producer did not flush")
     # transactions: alternate commit and abort, zstd
     tp = Producer({**common, "compression.type": "zstd", "transactional.id": "backfill-demo-txn"})
     tp.init_transactions(30)
@@ -93,14 +138,13 @@ def produce(bootstrap: str, partitions: int, records: int, seed: int = 7) -> dic
         tp.begin_transaction()
         size = min(txn_size, records - n)
         for _ in range(size):
-            k, v, h = payload(n)
-            tp.produce(TOPIC, key=k, value=v, headers=h, partition=n % partitions)
+            send(tp, n)
             n += 1
         if t % 3 == 2:
-            tp.abort_transaction(30)
+            tp.abort_transaction(60)
             aborted += size
         else:
-            tp.commit_transaction(30)
+            tp.commit_transaction(60)
             committed += size
         t += 1
     return {"records": n, "committed": committed, "aborted": aborted}
@@ -108,15 +152,18 @@ def produce(bootstrap: str, partitions: int, records: int, seed: int = 7) -> dic
 
 DIGEST = ("count(*) AS n",
           "sum(xxhash64(topic, partition, offset, key, value, timestamp, timestampType, "
-          "to_json(headers)) % 1000000007) AS digest",
-          "count(DISTINCT partition, offset) AS distinct_offsets")
+          "to_json(headers)) % 1000000007) AS digest")
+DISTINCT = "count(DISTINCT partition, offset) AS distinct_offsets"
 
 
-def digest(df):
-    """(count, order-independent digest, distinct offsets) of a read: comparing two reads that
-    way is exact up to hash collisions, and it needs no collect() of every row."""
-    row = df.selectExpr(*DIGEST).first()
-    return row["n"], row["digest"], row["distinct_offsets"]
+def digest(df, distinct: bool = False):
+    """(count, order-independent digest[, distinct offsets]) of a read: comparing two reads that
+    way is exact up to hash collisions, and it needs no collect() of every row.  Without
+    ``distinct`` it is one pass over every column of every row and a sum per task, so a timed
+    read costs about what the benchmark's noop sink does; the distinct count shuffles every
+    (partition, offset), and only the Parquet files are checked that way."""
+    row = df.selectExpr(*DIGEST, *([DISTINCT] if distinct else [])).first()
+    return (row["n"], row["digest"]) + ((row["distinct_offsets"],) if distinct else ())
 
 
 def read_options(bootstrap: str, storage_options: dict, *, direct: bool, isolation: str,
@@ -137,9 +184,10 @@ def load(spark, options: dict):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--records", type=int, default=RECORDS)
+    ap.add_argument("--value-bytes", type=int, default=VALUE_BYTES, help="the values' mean size")
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--segment-bytes", type=int, default=256 << 10)
+    ap.add_argument("--segment-bytes", type=int, default=SEGMENT_BYTES)
     ap.add_argument("--store", choices=("latency", "s3", "local"), default="latency",
                     help="latency (default): moto S3 behind the latency proxy; s3: moto alone; local: a directory")
     ap.add_argument("--s3", dest="store", action="store_const", const="s3", help="the same as --store s3")
@@ -150,7 +198,7 @@ def main(argv=None) -> int:
     ap.add_argument("--min-partitions", type=int, default=4)
     ap.add_argument("--isolation", default="read_committed", choices=("read_committed", "read_uncommitted"))
     ap.add_argument("--output", default=None, help="where the Parquet files go (default: a new directory)")
-    ap.add_argument("--rounds", type=int, default=2, choices=range(1, 10), metavar="N",
+    ap.add_argument("--rounds", type=int, default=ROUNDS, choices=range(1, 10), metavar="N",
                     help="how many times each way is timed, taking turns (the best counts); 1 for a quick check")
     ap.add_argument("--ui", action="store_true", help="keep Spark's web UI on (its address is printed)")
     args = ap.parse_args(argv)
@@ -212,12 +260,14 @@ def main(argv=None) -> int:
                              schema_registry_port=0, **cluster_kw) as cluster:
             cluster.create_topic(TOPIC, args.partitions)
             t0 = time.perf_counter()
-            produced = produce(cluster.bootstrap_servers, args.partitions, args.records)
-            print(f"produced {produced['records']:,} records into {TOPIC} ({args.partitions} partitions, "
-                  f"codecs {', '.join(CODECS)}; {produced['aborted']:,} in aborted transactions) "
-                  f"in {time.perf_counter() - t0:.1f}s")
+            produced = produce(cluster.bootstrap_servers, args.partitions, args.records, args.value_bytes)
+            print(f"produced {produced['records']:,} records of ~{args.value_bytes:,} bytes into {TOPIC} "
+                  f"({args.partitions} partitions, codecs {', '.join(CODECS)}; {produced['aborted']:,} in aborted "
+                  f"transactions) in {time.perf_counter() - t0:.1f}s")
+            t0 = time.perf_counter()
             tiered = cluster.tier()
-            print(f"tiered {len(tiered)} segments to {where}"
+            print(f"tiered {len(tiered)} segments of {args.segment_bytes / MIB:g} MiB in {time.perf_counter() - t0:.1f}s "
+                  f"to {where}"
                   + (" (encrypted: AES-256-GCM chunks, RSA-wrapped data keys)" if args.encrypt else ""))
 
             bootstrap = cluster.bootstrap_servers
@@ -243,30 +293,35 @@ def main(argv=None) -> int:
             kafka_tiered_source.register(spark)
             sc = spark.sparkContext
             try:
-                # An untimed first read starts Spark's Python workers and the data source's
-                # planner process; then each way runs twice and the better time counts, so no way
-                # is timed cold (the first direct read's workers import the s3 client, ...).
-                print("warm-up (not timed): one read, so no timed read pays for starting Spark's Python "
-                      "workers and the data source's planner process")
-                sc.setJobDescription("kafka-tiered: warm-up read through the broker")
-                digest(load(spark, through_broker))
+                # Untimed first reads, small ones, each way: they start Spark's Python workers,
+                # the data source's planner process, and what each way loads on first use (the
+                # s3 client, the broker connections); then each way runs ``--rounds`` times, taking
+                # turns, and the best time counts, so no way is timed cold.
+                head = json.dumps({TOPIC: {str(p.partition): min(p.end, p.start + WARM_UP_OFFSETS)
+                                           for p in plan.partitions}})
+                print(f"warm-up (not timed): the first {WARM_UP_OFFSETS:,} offsets of each partition, read each way, "
+                      "so no timed read pays for starting Spark's Python workers, the planner or the s3 client")
+                for name, options in (("directly", direct), ("through the broker", through_broker)):
+                    sc.setJobDescription(f"kafka-tiered: warm-up read {name}")
+                    digest(load(spark, {**options, "endingOffsets": head}))
+                scan_rows(kafka_tiered_source, {**direct, "endingOffsets": head})
 
-                # The same read each way, twice, taking turns (a slow spell of the machine hits
-                # them alike); Spark's reads do the same work (count and digest of every row)
+                # The same read each way, taking turns (a slow spell of the machine hits them
+                # alike); Spark's reads do the same work (count and digest of every row)
                 times: dict = {"direct": [], "broker": [], "scan": []}
                 broker_read = 0.0
                 for _ in range(args.rounds):
                     sc.setJobDescription(describe(plan))
                     t0 = time.perf_counter()
                     df = load(spark, direct)
-                    d_n, d_digest, _ = digest(df)
+                    d_n, d_digest = digest(df)
                     times["direct"].append(time.perf_counter() - t0)
                     parts = df.rdd.getNumPartitions()
                     sc.setJobDescription(describe(plan).replace("kafka-tiered:", "kafka-tiered (through the broker):",
                                                                 1))
                     broker_before = _broker_remote_bytes(cluster)
                     t0 = time.perf_counter()
-                    b_n, b_digest, _ = digest(load(spark, through_broker))
+                    b_n, b_digest = digest(load(spark, through_broker))
                     times["broker"].append(time.perf_counter() - t0)
                     broker_read = _broker_remote_bytes(cluster) - broker_before
                     t0 = time.perf_counter()
@@ -283,7 +338,7 @@ def main(argv=None) -> int:
                 direct_stats = kafka_tiered_source.last_read_stats(spark)
 
                 sc.setJobDescription(f"check: the Parquet files at {output}")
-                p_n, p_digest, p_distinct = digest(spark.read.parquet(output))
+                p_n, p_digest, p_distinct = digest(spark.read.parquet(output), distinct=True)
                 files = sum(1 for _, _, names in os.walk(output) for n in names if n.endswith(".parquet"))
 
                 sc.setJobDescription(f"kafka-tiered: {TYPED_TOPIC} as typed columns (value.format=avro)")
@@ -297,10 +352,10 @@ def main(argv=None) -> int:
             agree = ("as planned" if parts == len(plan.tasks) else
                      f"the plan above said {len(plan.tasks)}: the log moved on between the two plannings")
             if args.rounds > 1:
-                print(f"timed {args.rounds} times each, taking turns (the first round warms up what the warm-up "
-                      "read did not): the best time, then the others")
+                print(f"timed {args.rounds} times each, taking turns, after the warm-up reads: the best time, then "
+                      "the others")
             else:
-                print("timed once each, after the warm-up read (--rounds 1)")
+                print("timed once each, after the warm-up reads (--rounds 1)")
             print(f"direct read:      {d_n:>9,} rows in {shown(times['direct'])}  ({parts} Spark partitions, {agree}; "
                   f"{remote_bytes / 1e6:.1f} MB planned from storage, no record bytes of tiered offsets "
                   f"through the broker)")
@@ -308,9 +363,17 @@ def main(argv=None) -> int:
                   f"{broker_read / 1e6:.1f} MB from remote storage to serve it)")
             print(f"scan(), no Spark: {s_n:>9,} rows in {shown(times['scan'])}  (kafka_tiered_source.scan, "
                   f"{SCAN_WORKERS} workers, the same direct read into a pyarrow Table)")
-            print(f"direct -> Parquet: {p_n:>8,} rows in {t_write:6.2f}s  (read again, written, read back)")
+            print(f"direct -> Parquet: {p_n:>8,} rows in {t_write:6.2f}s  (read again from storage and written; then read back to check)")
             print(f"direct is {min(times['broker']) / min(times['direct']):.1f}x as fast as broker-mediated through "
                   f"Spark; scan() without Spark {min(times['broker']) / min(times['scan']):.1f}x")
+            bench = recorded_benchmark()
+            if bench is not None:
+                print(f"the benchmark: direct {bench['ratio']:.1f}x as fast as broker-mediated through Spark, local[2], "
+                      f"{bench['records']:,} records, {bench['log_mb']:.0f} MB of log in {bench['segment_mib']} MiB "
+                      f"segments ({BENCH_RESULTS}, {bench['date']})")
+                print(f"why they differ: this run read {remote_bytes / 1e6:.0f} MB into a digest of every row, "
+                      f"{STORE_NOTES[args.store]}, the broker in this process, load average {os.getloadavg()[0]:.1f}; "
+                      "the benchmark read into a noop sink, from its range store behind the same proxy")
             print(f"expected ({args.isolation}): {expected:,} rows; distinct offsets in Parquet {p_distinct:,}, in the "
                   f"scan {s_distinct:,}; direct read, broker read and Parquet files identical (count and digest): {same}")
             if not same or p_n != expected or p_distinct != p_n or s_n != expected or s_distinct != s_n:
@@ -352,7 +415,6 @@ def typed_read(spark, cluster, storage: dict, records: int = 2000) -> bool:
     (through the Schema Registry the embedded broker serves), tiered, then read as columns
     (``value.format=avro``) and checked against confluent-kafka's AvroDeserializer."""
     import datetime as dt
-    import json
 
     import confluent_kafka as ck
     from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -363,13 +425,16 @@ def typed_read(spark, cluster, storage: dict, records: int = 2000) -> bool:
     registry = SchemaRegistryClient({"url": cluster.schema_registry_url})
     ctx = SerializationContext(TYPED_TOPIC, MessageField.VALUE)
     producer = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "logger": LIBRDKAFKA_LOG})
+    # one serializer per schema version, as a producer keeps it: each one asks the registry for
+    # its subject once and caches the answer (a serializer per record asks every time)
+    v1, v2 = (AvroSerializer(registry, json.dumps(schema)) for schema in (PAYMENT_V1, PAYMENT_V2))
     values = []
     for i in range(records):
-        schema = PAYMENT_V1 if i < records // 2 else PAYMENT_V2
-        record = {"id": i, "cents": 100 + i} if schema is PAYMENT_V1 else {
-            "id": i, "cents": (1 << 33) + i, "currency": "USD",
-            "at": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i)}
-        value = AvroSerializer(registry, json.dumps(schema))(record, ctx)
+        if i < records // 2:
+            value = v1({"id": i, "cents": 100 + i}, ctx)
+        else:
+            value = v2({"id": i, "cents": (1 << 33) + i, "currency": "USD",
+                        "at": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i)}, ctx)
         values.append(value)
         producer.produce(TYPED_TOPIC, value=value, partition=i % 2)
     producer.flush(30)
@@ -394,6 +459,30 @@ def typed_read(spark, cluster, storage: dict, records: int = 2000) -> bool:
     if not same:
         print("MISMATCH: the typed read and confluent-kafka's deserializer disagree", file=sys.stderr)
     return same
+
+
+BENCH_RESULTS = "benchmarks/results/backfill.json"
+STORE_NOTES = {"latency": "from moto behind the latency proxy (moto loads a whole segment for each of the broker's "
+                          "1 MiB GETs)",
+               "s3": "from moto with no added latency", "local": "from a local directory with no latency"}
+
+
+def recorded_benchmark(path: str = os.path.join(ROOT, BENCH_RESULTS)) -> dict | None:
+    """The benchmark's recorded direct-versus-broker figure (``python -m benchmarks.backfill``,
+    which ``make bench`` reruns): the broker-mediated Spark read's wall time over the direct
+    one's at local[2] and the largest size it ran.  None where the results are not there (an
+    installed copy of this script)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            result = json.load(fh)
+    except FileNotFoundError:
+        return None
+    size = max(result["config"]["sizes"])
+    wall = {r["way"]: r["wall_s"] for r in result["rows"] if r["size"] == size and r["cores"] == 2
+            and r["way"] in ("direct", "broker")}
+    data = result["data"][str(size)]
+    return {"ratio": wall["broker"] / wall["direct"], "records": data["records"], "log_mb": data["log_bytes"] / 1e6,
+            "segment_mib": result["config"]["segment_mib"], "date": result["date"]}
 
 
 def scan_rows(kts, options: dict):

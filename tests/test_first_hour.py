@@ -6,10 +6,12 @@
 * README's first screen says what, for whom, and the two commands;
 * the demo (small) is quiet — no librdkafka log lines, no moto access log — reads encrypted
   segments from S3, writes Parquet partitioned by topic and partition, checks it against the
-  broker read, and ends with where the files are and what the read cost.
+  broker read, prints the benchmark's recorded direct-versus-broker figure beside its own, and
+  ends with where the files are and what the read cost.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -83,7 +85,7 @@ def test_the_demo_is_quiet_and_ends_with_the_parquet_files_and_the_cost(tmp_path
     out = tmp_path / "parquet"
     env = {**os.environ, **spark_env()}
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "backfill.py"), "--s3", "--encrypt",
-                           "--records", "12000", "--partitions", "2", "--min-partitions", "2",
+                           "--records", "12000", "--value-bytes", "150", "--partitions", "2", "--min-partitions", "2",
                            "--segment-bytes", str(64 << 10), "--rounds", "1", "--output", str(out)],
                           capture_output=True, text=True, env=env, timeout=600, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -91,6 +93,20 @@ def test_the_demo_is_quiet_and_ends_with_the_parquet_files_and_the_cost(tmp_path
     assert lines[-2].startswith(f"Parquet: {out}  (") and "partitioned by topic and partition" in lines[-2]
     assert lines[-1].startswith("the read cost: $") and "GETs" in lines[-1]
     assert "identical (count and digest): True" in proc.stdout
+    # the benchmark's figure, printed beside the demo's, is the recorded one: the results file's
+    # walls (largest size, local[2]), the same figure BENCHMARKS.md's table shows
+    with open(os.path.join(ROOT, "benchmarks", "results", "backfill.json"), encoding="utf-8") as fh:
+        bench = json.load(fh)
+    size = max(bench["config"]["sizes"])
+    wall = {r["way"]: r["wall_s"] for r in bench["rows"] if (r["size"], r["cores"]) == (size, 2)}
+    ratio = wall["broker"] / wall["direct"]
+    assert (f"the benchmark: direct {ratio:.1f}x as fast as broker-mediated through Spark, local[2], "
+            f"{bench['data'][str(size)]['records']:,} records, ") in proc.stdout, proc.stdout[-3000:]
+    assert f"benchmarks/results/backfill.json, {bench['date']})" in proc.stdout
+    assert re.search(r"^why they differ: this run read \d+ MB into a digest of every row, from moto with no added "
+                     r"latency, .*load average [\d.]+; the benchmark read into a noop sink", proc.stdout, re.M)
+    with open(os.path.join(ROOT, "BENCHMARKS.md"), encoding="utf-8") as fh:
+        assert re.search(rf"^\| direct \| 2 \| {size}x \|.*\| {ratio:.2f}x \|", fh.read(), re.M)
     plan_tasks = re.search(r"plan: (\d+) Spark partitions", proc.stdout).group(1)
     assert f"({plan_tasks} Spark partitions, as planned" in proc.stdout
     assert sorted(os.listdir(out / "topic=orders")) == ["partition=0", "partition=1"]
