@@ -109,15 +109,21 @@ def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Coll
             hw, log_start = part.high_watermark, part.log_start_offset
             if start is not None:
                 _check_range(start, log_start, hw, high_watermark, proven)
-        got = select_records(res.records or b"", wanted)
+        got = select_records(res.records or b"", wanted, decode=True)
         tombstones = iter(t for t in got.tombstones if t[0] >= offset)
         tomb = next(tombstones, None)
-        for off, value in got.hits:
+        apply_row = state.apply_row
+        for hit in got.hits:
+            # a row (native/rlm_rows.c, or its twin rlm.row_of), or (offset, value) for the codec
+            # to read or to say what is wrong with it
+            off = hit[0] if len(hit) == 2 else hit[1]
             while tomb is not None and tomb[0] < off:
                 _tombstone(state, tomb, wanted, where, incremental=start is not None)
                 tomb = next(tombstones, None)
             if off >= offset:    # a fetch answers from the batch holding the offset
-                state.apply(rlm.decode_record(value, where=f"{where} offset {off}"), (mp, off))
+                if len(hit) == 2:
+                    hit = rlm.row_of(rlm.decode_record(hit[1], where=f"{where} offset {off}"), off)
+                apply_row(hit, mp)
                 applied += 1
         while tomb is not None:
             _tombstone(state, tomb, wanted, where, incremental=start is not None)
