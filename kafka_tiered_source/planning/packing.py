@@ -97,6 +97,17 @@ class _SegmentIndex:
         self.positions = positions
         self.size = seg.size_bytes
 
+    @classmethod
+    def whole(cls, piece: SegmentSlice, where: str) -> "_SegmentIndex":
+        """The index of a slice without checkpoints (most copies: a slice read whole)."""
+        seg = piece.segment
+        size = seg.size_bytes
+        if size is None or size <= 0:
+            raise PlanningError(f"{where}: segment {seg.segment_id} has no size_bytes")
+        index = cls.__new__(cls)
+        index.segment, index.offsets, index.positions, index.size = seg, [], [], size
+        return index
+
     def joined(self, piece: SegmentSlice, where: str) -> "_SegmentIndex":
         """This index with ``piece``'s checkpoints too (those that keep both ascending)."""
         points: list[tuple[int, int]] = []
@@ -223,7 +234,7 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
                                         f"[{seg.base_offset}, {seg.end_offset}]")
                 key = (seg.topic, seg.partition, seg.segment_id)
                 if key not in indexes:
-                    indexes[key] = _SegmentIndex(piece, where)
+                    indexes[key] = _SegmentIndex(piece, where) if piece.checkpoints else _SegmentIndex.whole(piece, where)
                 else:    # a copy serving two spans (another copy inside it): both starts count
                     indexes[key] = indexes[key].joined(piece, where)
             elif isinstance(piece, BrokerRange):
@@ -244,14 +255,20 @@ def _index_of(indexes: dict, r: RemoteRange) -> _SegmentIndex:
 
 def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
     units: list[Range] = []
+    pieces: Sequence[Range]
     for w in work:
         for piece in w.pieces:
             if piece.offset_start == piece.offset_end:
                 continue
             if isinstance(piece, SegmentSlice):
-                index = indexes[(piece.segment.topic, piece.segment.partition,
-                                 piece.segment.segment_id)]
-                pieces = index.split_by_bytes(piece.offset_start, piece.offset_end, target)
+                seg = piece.segment
+                index = indexes[(seg.topic, seg.partition, seg.segment_id)]
+                if not index.offsets:     # no index entries: read whole, cannot be cut by bytes
+                    size = index.size
+                    first, end = piece.offset_start, piece.offset_end
+                    pieces = [RemoteRange(index.segment, 0, size, first, end, size, end - first)]
+                else:
+                    pieces = index.split_by_bytes(piece.offset_start, piece.offset_end, target)
             else:
                 parts = max(1, -(-piece.estimated_bytes // target))
                 pieces = _split_broker(piece, parts)
@@ -290,9 +307,9 @@ def _merge(ranges: list[Range], indexes: dict) -> list[Range]:
     for r in ranges:
         if out:
             last = out[-1]
-            if (isinstance(r, RemoteRange) and isinstance(last, RemoteRange)
-                    and (last.segment is r.segment or last.segment == r.segment)
-                    and last.offset_end == r.offset_start):
+            if (isinstance(r, RemoteRange) and isinstance(last, RemoteRange) and last.offset_end == r.offset_start
+                    and (last.segment is r.segment or (last.segment.segment_id == r.segment.segment_id
+                                                       and last.segment == r.segment))):
                 out[-1] = _index_of(indexes, r).range(last.offset_start, r.offset_end)
                 continue
             if (isinstance(r, BrokerRange) and isinstance(last, BrokerRange)

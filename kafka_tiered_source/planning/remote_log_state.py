@@ -32,6 +32,7 @@ import bisect
 import logging
 import dataclasses
 import itertools
+from sys import intern
 from dataclasses import dataclass, field
 
 from ..ids import uuid_to_str
@@ -293,14 +294,9 @@ class RemoteLogState:
                 return
             if state is None:
                 state = self.partitions[key] = PartitionState()
-            # the partition's first copy gives its strings; later copies share them
-            first = next(iter(state.copies.values()), None)
-            if first is not None and first.topic == row[4]:
-                tid, topic = first.topic_id, first.topic
-            else:
-                topic = row[4]
-            state.add(CopyMeta(row[5], topic, tid, p, row[6], row[7], row[9], row[8], row[10], row[11],
-                               row[12], STARTED, order, row[14], state.gen))
+            # a million copies share their topic's strings
+            state.add(CopyMeta(row[5], intern(row[4]), intern(tid), p, row[6], row[7], row[9], row[8], row[10],
+                               row[11], row[12], STARTED, order, row[14], state.gen))
         elif kind == 1:
             if state is not None:
                 state.update(row[4], row[5], (mp, offset), custom_metadata=row[6], end_offset=row[7])
