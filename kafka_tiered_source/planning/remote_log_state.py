@@ -126,6 +126,10 @@ class CopyMeta:
         return cls(**d)
 
 
+def _by_start_then_order(c: CopyMeta) -> tuple:
+    return c.start_offset, c.order
+
+
 # what a snapshot holds of a copy (not its generation nor its cached segment)
 _FIELDS = tuple(f for f in CopyMeta.__dataclass_fields__ if f not in ("gen", "_segment"))
 # generations of PartitionState: a copy whose gen is not its state's is shared, and replaced
@@ -172,6 +176,8 @@ class PartitionState:
     epochs: dict[int, EpochState] = field(default_factory=dict)
     deleted: bool = False
     gen: int = field(default_factory=lambda: next(_GENERATIONS), compare=False, repr=False)
+    # readable(), kept until the copies change (add, update, gone, mark_deleted drop it)
+    _readable: list | None = field(default=None, compare=False, repr=False)
 
     def add(self, copy: CopyMeta) -> None:
         """A segment record: COPY_SEGMENT_STARTED, as RemoteLogMetadataCache.addCopyInProgressSegment
@@ -185,6 +191,7 @@ class PartitionState:
                      rlm.SEGMENT_STATES.get(copy.state, copy.state), rlm.SEGMENT_STATES.get(old.state, old.state))
             return
         self.copies[copy.segment_id] = copy
+        self._readable = None
         if copy.state == FINISHED:
             self._finished(copy)
 
@@ -199,6 +206,7 @@ class PartitionState:
                      "RemoteLogMetadataCache ignores it", segment_id, rlm.SEGMENT_STATES.get(state, state),
                      rlm.SEGMENT_STATES.get(copy.state, copy.state))
             return
+        self._readable = None
         # copy on write: a plan holds the copies of an earlier snapshot (PartitionState.copy
         # shares them), which must not change under it
         if copy.gen != self.gen:
@@ -222,6 +230,7 @@ class PartitionState:
         """A KIP-1266 tombstone of the copy: its records are compacted away or will be, so it
         ends as DELETE_SEGMENT_STARTED then _FINISHED would end it."""
         copy = self.copies.pop(segment_id, None)
+        self._readable = None
         if copy is not None and copy.state == FINISHED:
             for epoch, start in copy.leader_epochs:
                 es = self.epochs.get(epoch)
@@ -233,12 +242,19 @@ class PartitionState:
             self.epochs.setdefault(epoch, EpochState()).finished(
                 max(start, copy.start_offset), copy.segment_id, copy.epoch_end(epoch))
 
+    def mark_deleted(self) -> None:
+        """A partition delete: nothing of the partition is readable any more."""
+        self.deleted = True
+        self._readable = None
+
     def readable(self) -> list[CopyMeta]:
-        """The finished copies, by start offset then finish order (none once deleted)."""
-        if self.deleted:
-            return []
-        return sorted((c for c in self.copies.values() if c.readable),
-                      key=lambda c: (c.start_offset, c.order))
+        """The finished copies, by start offset then finish order (none once deleted).  The
+        list is kept until the copies change: do not change it."""
+        got = self._readable
+        if got is None:
+            got = self._readable = [] if self.deleted else sorted(
+                (c for c in self.copies.values() if c.state == FINISHED), key=_by_start_then_order)
+        return got
 
     def copy(self) -> "PartitionState":
         """An independent copy (replaying more records into this one leaves it as it is)."""
@@ -303,7 +319,7 @@ class RemoteLogState:
         elif kind == 2:
             if state is None:
                 state = self.partitions[key] = PartitionState()
-            state.deleted = True
+            state.mark_deleted()
 
     def tombstone(self, key: rlm.TombstoneKey) -> None:
         """Replay a KIP-1266 tombstone: the copy its key names is gone (the records that said so
