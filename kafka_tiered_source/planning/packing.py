@@ -263,10 +263,8 @@ def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
             if isinstance(piece, SegmentSlice):
                 seg = piece.segment
                 index = indexes[(seg.topic, seg.partition, seg.segment_id)]
-                if not index.offsets:     # no index entries: read whole, cannot be cut by bytes
-                    size = index.size
-                    first, end = piece.offset_start, piece.offset_end
-                    pieces = [RemoteRange(index.segment, 0, size, first, end, size, end - first)]
+                if len(index.offsets) < 2:     # no cut saves bytes (most copies: read from one entry)
+                    pieces = [index.range(piece.offset_start, piece.offset_end)]
                 else:
                     pieces = index.split_by_bytes(piece.offset_start, piece.offset_end, target)
             else:
