@@ -4,7 +4,7 @@
 A snapshot of a large cluster holds a million copies.  As one JSON object per copy it took ~1 s
 per 100k copies to write and as long again to read; here each partition's copies are columns:
 the 22-character segment ids joined into one string, their integers one base64'd array of
-little-endian int64 (:data:`INTS` per copy), their leader epochs another, and the rare custom
+little-endian int64 (:data:`INTS` columns, one after the other), their leader epochs another, and the rare custom
 metadata and odd topic names sparse maps by index.  The per-epoch offset maps are kept as they
 are (keys as an int64 array, ids joined), since the replay that made them is order-dependent
 and cannot be redone from the copies.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import sys
 from array import array
+from itertools import islice
 
 from .remote_log_state import CopyMeta, EpochState, PartitionState, RemoteLogState
 
@@ -60,23 +61,29 @@ def _joined(ids: list[str], what: str) -> str:
 def partition_to_doc(topic_id: str, partition: int, state: PartitionState) -> dict:
     copies = list(state.copies.values())
     topic = copies[0].topic if copies else ""
-    ints = array("q")
-    epochs = array("q")
     custom: dict[str, str] = {}
     names: dict[str, str] = {}
     for i, c in enumerate(copies):
         if len(c.order) != 2:
             raise ValueError(f"copy {c.segment_id}: order {c.order} is not (metadata partition, offset)")
-        ints.extend((c.start_offset, c.end_offset, c.size_bytes, c.max_timestamp_ms, c.state, c.broker_epoch,
-                     c.order[0], c.order[1], c.txn_index_empty, len(c.leader_epochs)))
-        for e, o in c.leader_epochs:
-            epochs.extend((e, o))
         if c.custom_metadata is not None:
             custom[str(i)] = base64.b64encode(c.custom_metadata).decode("ascii")
         if c.topic != topic or c.topic_id != topic_id or c.partition != partition:
             if c.topic_id != topic_id or c.partition != partition:
                 raise ValueError(f"copy {c.segment_id} is of {c.topic_id}-{c.partition}, not {topic_id}-{partition}")
             names[str(i)] = c.topic
+    # column after column (INTS of them, each as long as the copies): one pass per field
+    ints = array("q", [c.start_offset for c in copies])
+    ints.extend([c.end_offset for c in copies])
+    ints.extend([c.size_bytes for c in copies])
+    ints.extend([c.max_timestamp_ms for c in copies])
+    ints.extend([c.state for c in copies])
+    ints.extend([c.broker_epoch for c in copies])
+    ints.extend([c.order[0] for c in copies])
+    ints.extend([c.order[1] for c in copies])
+    ints.extend([c.txn_index_empty for c in copies])
+    ints.extend([len(c.leader_epochs) for c in copies])
+    epochs = array("q", [x for c in copies for pair in c.leader_epochs for x in pair])
     return {"topic_id": topic_id, "partition": partition, "deleted": state.deleted, "topic": topic,
             "ids": _joined([c.segment_id for c in copies], "ids"), "ints": _pack(ints), "leader_epochs": _pack(epochs),
             "custom": custom, "names": names,
@@ -92,26 +99,26 @@ def partition_from_doc(d: dict) -> tuple[tuple[str, int], PartitionState]:
     ids = _ids(d["ids"], len(d["ids"]) // ID_CHARS, where)
     ints = _unpack(d["ints"], where)
     flat = _unpack(d["leader_epochs"], where)
-    if len(ints) != INTS * len(ids):
-        raise ValueError(f"{where}: {len(ints)} integers for {len(ids)} copies")
+    n = len(ids)
+    if len(ints) != INTS * n:
+        raise ValueError(f"{where}: {len(ints)} integers for {n} copies")
+    if len(flat) % 2:
+        raise ValueError(f"{where}: leader epochs are not pairs")
+    cols = [ints[k * n:(k + 1) * n] for k in range(INTS)]
+    if sum(cols[9]) * 2 != len(flat) or min(cols[9], default=0) < 0:
+        raise ValueError(f"{where}: {len(flat) // 2} leader epochs for copies that hold {sum(cols[9])}")
+    pairs = iter(zip(flat[0::2], flat[1::2], strict=True))
     custom = {int(k): base64.b64decode(v.encode("ascii"), validate=True) for k, v in d["custom"].items()}
     names = {int(k): str(v) for k, v in d["names"].items()}
     state = PartitionState(deleted=bool(d["deleted"]))
     copies = state.copies
     gen = state.gen
-    at = 0
-    if len(flat) % 2:
-        raise ValueError(f"{where}: leader epochs are not pairs")
-    pairs = list(zip(flat[0::2], flat[1::2], strict=True))
-    for i, sid in enumerate(ids):
-        start, end, size, ts, st, broker, mp, off, empty, n = ints[INTS * i:INTS * i + INTS]
-        if n < 0 or at + n > len(pairs):
-            raise ValueError(f"{where}: copy {sid} has {n} leader epochs past the {len(pairs)} given")
-        copies[sid] = CopyMeta(sid, names.get(i, topic), topic_id, partition, start, end, size, ts,
-                               tuple(pairs[at:at + n]), custom.get(i), bool(empty), st, (mp, off), broker, gen)
-        at += n
-    if at != len(pairs) or len(copies) != len(ids):
-        raise ValueError(f"{where}: leader epochs or ids do not match the copies")
+    for i, (sid, start, end, size, ts, st, broker, mp, off, empty, k) in enumerate(zip(ids, *cols, strict=True)):
+        epochs = (next(pairs),) if k == 1 else tuple(islice(pairs, k))
+        copies[sid] = CopyMeta(sid, names.get(i, topic), topic_id, partition, start, end, size, ts, epochs,
+                               custom.get(i), bool(empty), st, (mp, off), broker, gen)
+    if len(copies) != n:
+        raise ValueError(f"{where}: a copy is listed twice")
     for e, s in d["epochs"].items():
         keys = list(_unpack(s["keys"], f"{where} epoch {e}"))
         highest = s["highest"]

@@ -147,6 +147,13 @@ class EpochState:
     highest: int | None = None
 
     def finished(self, start: int, segment_id: str, epoch_end: int) -> None:
+        keys = self.keys
+        if not keys or keys[-1] < start:       # the usual case: the next copy, after every other
+            keys.append(start)
+            self.ids.append(segment_id)
+            if self.highest is None or epoch_end > self.highest:
+                self.highest = epoch_end
+            return
         # a copy reaching at least as far as every earlier one displaces the mappings at or
         # above its start (an old leader's copies that the new leader's copy is a superset of)
         while self.keys and self.keys[-1] >= start and self.highest is not None \
@@ -238,9 +245,14 @@ class PartitionState:
                     es.removed(max(start, copy.start_offset), segment_id)
 
     def _finished(self, copy: CopyMeta) -> None:
+        epochs = self.epochs
+        one = len(copy.leader_epochs) == 1
         for epoch, start in copy.leader_epochs:
-            self.epochs.setdefault(epoch, EpochState()).finished(
-                max(start, copy.start_offset), copy.segment_id, copy.epoch_end(epoch))
+            es = epochs.get(epoch)
+            if es is None:
+                es = epochs[epoch] = EpochState()
+            es.finished(max(start, copy.start_offset), copy.segment_id,
+                        copy.end_offset if one else copy.epoch_end(epoch))
 
     def mark_deleted(self) -> None:
         """A partition delete: nothing of the partition is readable any more."""
