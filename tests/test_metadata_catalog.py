@@ -715,3 +715,23 @@ def test_a_shared_snapshot_wrong_about_copies_offsets_never_reads_wrong_rows(clu
     assert dict(totals.fallback_reasons) == {"slice mismatch: the object's batches are not the offsets planned": 1}
     (warned,) = [r.getMessage() for r in caplog.records if "does not hold the offsets planned" in r.getMessage()]
     assert f"slice [0, 4) of tiered copy {b['segment_id']} [0, 3]" in warned and "offsets [4, 7]" in warned
+
+
+def test_a_metadata_partition_read_in_many_fetches_replays_as_one(cluster, tmp_path, monkeypatch):
+    """Small answers (a record or two each): every next Fetch is asked on a thread while the last
+    answer is replayed, and the replay is the same as one answer's."""
+    from kafka_tiered_source.planning import metadata_topic
+    t = Topic(cluster, "many-fetches")
+    t.tier(3)
+    _, whole = read(cluster, t, "none")
+    whole_read = last(cluster, t)
+    CATALOGS.clear()
+    monkeypatch.setattr(metadata_topic, "SCAN_BYTES", 1)
+    threads = []
+    real = metadata_topic._Ahead.ask
+    monkeypatch.setattr(metadata_topic._Ahead, "ask", lambda self, o: (threads.append(o), real(self, o)))
+    plan, rows = read(cluster, t, "none")
+    assert rows == whole == t.rows() and segments_of(plan) == t.tiered()
+    got = last(cluster, t)
+    assert (got.start, got.next_offset, got.applied) == (whole_read.start, whole_read.next_offset, whole_read.applied)
+    assert len(threads) >= got.next_offset - got.start - 2, threads   # one answer per batch
