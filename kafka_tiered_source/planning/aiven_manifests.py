@@ -44,6 +44,9 @@ class ManifestShipping:
     def attach(self, tasks: list[ReadTask]) -> list[ReadTask]:
         """The tasks with ``manifest_info`` on the segments whose manifest the planner has, or
         reads now because two or more tasks read the segment."""
+        infos = self._infos
+        if not infos and not _shared(tasks):
+            return tasks          # no manifest at hand, none worth reading here
         # one pass over the ranges (a plan of a million copies has a million): each segment's
         # first range, and the segments that two or more tasks read
         first: dict = {}
@@ -59,7 +62,6 @@ class ManifestShipping:
                         first[key] = (i, r)
                     elif j[0] != i:
                         multi.add(key)
-        infos = self._infos
         if not multi and not any(key in infos for key in first):
             return tasks          # nothing to attach: no range rebuilt
         segments: dict = {}
@@ -79,6 +81,21 @@ class ManifestShipping:
         if not segments:
             return tasks
         return [ReadTask(t.index, tuple(_with(r, segments) for r in t.ranges), t.txn) for t in tasks]
+
+
+def _shared(tasks: list[ReadTask]) -> bool:
+    """Whether two tasks read ranges of segments with the same id (an upper bound on the
+    segments two tasks read: ids are Kafka Uuids, the same id in two partitions only counts
+    once too often)."""
+    seen: dict = {}
+    for t in tasks:
+        i = t.index
+        for r in t.ranges:
+            if isinstance(r, RemoteRange):
+                j = seen.setdefault(r.segment.segment_id, i)
+                if j != i:
+                    return True
+    return False
 
 
 def _with(r: Any, segments: dict) -> Any:

@@ -39,7 +39,7 @@ from ..storage.segment import RemoteSegment
 from .coverage import Served, serving_all, split_at
 from .locate import OPTION, Key, Located
 from .plan import PartitionRange
-from .remote_log_state import CopyMeta, PartitionState, RemoteLogState
+from .remote_log_state import PartitionState, RemoteLogState
 from .tiered import located_spans
 
 if TYPE_CHECKING:
@@ -290,7 +290,6 @@ class MetadataTopicLocator:
         # read_committed: a later copy's transaction index that cannot be read is asked of the
         # broker (fetch.remote.fallback allows it), else the read fails naming the transaction
         self.ask_on_storage_fault = ask_on_storage_fault
-        self._segments: dict[str, RemoteSegment] = {}
 
     @property
     def topic(self) -> str:
@@ -325,7 +324,8 @@ class MetadataTopicLocator:
         for pr in prs:
             key = (pr.topic, pr.partition)
             state = states[key]
-            spans, after = split_at([(s, e, self._segment(c) if c is not None else None) for s, e, c in served[key]],
+            # each copy's RemoteSegment is made once and kept with it (CopyMeta.segment)
+            spans, after = split_at([(s, e, c.segment() if c is not None else None) for s, e, c in served[key]],
                                     pr.end)
             _log_trimmed(pr, state, [x for x in served[key] if x[0] < pr.end])
             empty = {c.segment_id for c in state.readable() if c.txn_index_empty}
@@ -333,13 +333,6 @@ class MetadataTopicLocator:
                                      isolation_level=self.iso, txn_index_empty=_in(empty), after=after,
                                      ask_on_storage_fault=self.ask_on_storage_fault)
         return out
-
-    def _segment(self, copy: CopyMeta) -> RemoteSegment:
-        seg = self._segments.get(copy.segment_id)
-        if seg is None or seg.end_offset != copy.end_offset:
-            seg = self._segments[copy.segment_id] = copy.segment()
-        return seg
-
 
 def _in(ids: set[str]) -> Callable[[RemoteSegment], bool]:
     return lambda seg: seg.segment_id in ids

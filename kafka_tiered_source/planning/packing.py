@@ -72,11 +72,18 @@ class PartitionWork:
 # ---------------------------------------------------------------------------------------------
 class _SegmentIndex:
     __slots__ = ("segment", "offsets", "positions", "size")
+    offsets: Sequence[int]
+    positions: Sequence[int]
 
     def __init__(self, piece: SegmentSlice, where: str):
         seg = piece.segment
         if seg.size_bytes is None or seg.size_bytes <= 0:
             raise PlanningError(f"{where}: segment {seg.segment_id} has no size_bytes")
+        if len(piece.checkpoints) == 1:      # most slices: the one entry where the slice starts
+            ((offset, position),) = piece.checkpoints
+            if seg.base_offset <= offset <= seg.end_offset and 0 <= position < seg.size_bytes:
+                self.segment, self.offsets, self.positions, self.size = seg, (offset,), (position,), seg.size_bytes
+                return
         offsets: list[int] = []
         positions: list[int] = []
         for offset, position in piece.checkpoints:
@@ -96,17 +103,6 @@ class _SegmentIndex:
         self.offsets = offsets
         self.positions = positions
         self.size = seg.size_bytes
-
-    @classmethod
-    def whole(cls, piece: SegmentSlice, where: str) -> "_SegmentIndex":
-        """The index of a slice without checkpoints (most copies: a slice read whole)."""
-        seg = piece.segment
-        size = seg.size_bytes
-        if size is None or size <= 0:
-            raise PlanningError(f"{where}: segment {seg.segment_id} has no size_bytes")
-        index = cls.__new__(cls)
-        index.segment, index.offsets, index.positions, index.size = seg, [], [], size
-        return index
 
     def joined(self, piece: SegmentSlice, where: str) -> "_SegmentIndex":
         """This index with ``piece``'s checkpoints too (those that keep both ascending)."""
@@ -233,10 +229,11 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
                                         f"{piece.offset_end}) outside segment "
                                         f"[{seg.base_offset}, {seg.end_offset}]")
                 key = (seg.topic, seg.partition, seg.segment_id)
-                if key not in indexes:
-                    indexes[key] = _SegmentIndex(piece, where) if piece.checkpoints else _SegmentIndex.whole(piece, where)
+                known = indexes.get(key)
+                if known is None:
+                    indexes[key] = _SegmentIndex(piece, where)
                 else:    # a copy serving two spans (another copy inside it): both starts count
-                    indexes[key] = indexes[key].joined(piece, where)
+                    indexes[key] = known.joined(piece, where)
             elif isinstance(piece, BrokerRange):
                 if (piece.topic, piece.partition) != tp:
                     raise PlanningError(f"{where}: broker range for "
@@ -341,6 +338,8 @@ def _split_task(ranges: list[Range], indexes: dict) -> tuple[list[Range], list[R
 
 
 def _txn_for(ranges: Sequence[Range], txn: dict) -> tuple[PartitionTxnInfo, ...]:
+    if not txn:           # read_uncommitted: no partition has any
+        return ()
     out = []
     ends: dict = {}
     for r in ranges:
