@@ -23,7 +23,9 @@ a fresh planner process per point (``remote.segment.locator=metadata-topic``):
 * ``first``: the plan of a new process (the catalog reads the metadata partitions: the topic's
   2 x scale records, among nothing else's, and writes its snapshots, as by default, here under
   the work directory);
-* ``later``: the next plans in that process (the catalog is current; best of ``--repeat``).
+* ``later``: the next plans in that process (the catalog is current; best of ``--repeat``);
+* ``snapshot``: the plan of another new process, which finds the snapshots the first wrote
+  (a later driver: it reads them, then only what the metadata partitions gained since).
 
 Per plan: wall and CPU seconds, the planner's peak RSS (VmHWM), the tasks and the pickled size
 of each task as Spark ships it (the :class:`TaskPartition`; largest, mean, total).  Targets: a
@@ -146,9 +148,14 @@ def run_point(scale: int, segments: int, segment_bytes: int, repeat: int, work_d
         first = Tree.plan(worker, opts)
         later = [Tree.plan(worker, opts) for _ in range(repeat)]
         best = min(later, key=lambda r: r["wall_s"]) if later else None
+        # a new process that finds the snapshots the first one wrote (tomorrow's driver)
+        again = subprocess.Popen([sys.executable, "-c", WORKER], cwd=ROOT, env=tree.env, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        tree.procs.append(again)
+        snapshot = Tree.plan(again, opts)
         row = {"segments": partitions * segments, "partitions": partitions, "segments_per_partition": segments,
                "segment_bytes": segment_bytes, "build_s": round(built, 1), "load_1min": round(load, 2),
-               "first": first, "later": best}
+               "first": first, "later": best, "snapshot": snapshot}
         assert first["segments"] == partitions * segments, f"planned {first['segments']} copies"
         return row
     finally:
@@ -163,11 +170,11 @@ def main(args) -> int:
     for n in counts:
         row = run_point(n, args.segments_per_partition, args.segment_bytes, args.repeat, base)
         rows.append(row)
-        for kind in ("first", "later"):
+        for kind in ("first", "later", "snapshot"):
             r = row[kind]
             if r is None:
                 continue
-            print(f"{row['segments']:>9,} copies ({row['partitions']:,} partitions), {kind:>5} plan: "
+            print(f"{row['segments']:>9,} copies ({row['partitions']:,} partitions), {kind:>8} plan: "
                   f"{r['wall_s']:7.2f} s ({r['wall_s'] / 30:.2f} of 30 s; {1000 * r['wall_s'] / row['segments']:.3f} ms "
                   f"per copy), CPU {r['cpu_s']:.2f} s, peak RSS {r['rss_peak'] / 2**20:,.0f} MiB "
                   f"({r['rss_peak'] / 2**31:.2f} of 2 GiB); {r['tasks']:,} tasks, <= {r['max_ranges_per_task']} ranges, "

@@ -111,8 +111,8 @@ def fill_constant_columns(topic_utf8: bytes, partition: int, offsets: _BytesLike
 def crc32c_impl() -> str:
     """``'sse4.2'`` or ``'table'``."""
 def rlm_select(data: _BytesLike, origin: int, ids: bytes | None, verify_crc: bool,
-               decompressed_base: int = -1, decompressed_count: int = 0
-               ) -> tuple[list[tuple[int, bytes]], int, int, int, list[tuple[int, int]], int,
+               decompressed_base: int = -1, decompressed_count: int = 0, decode: bool = False
+               ) -> tuple[list[tuple], int, int, int, list[tuple[int, int]], int,
                           tuple[str, int, int] | None, list[tuple[int, bytes | None]], int]:
     """``__remote_log_metadata`` batches -> ``(hits, consumed, next_offset, last_epoch,
     compressed, passed, error, tombstones, keyed)``: the records whose topic id is one of

@@ -72,7 +72,10 @@ typedef struct {
     Py_ssize_t nids;
     Py_ssize_t passed;      /* records passed over (other topics' and tombstones) */
     Py_ssize_t keyed;       /* records with a key (KIP-1266's compacted topic) */
+    int decode;             /* hits as rows (rlm_rows.c) where the value is one it reads */
 } kt_selection;
+
+PyObject *kt_rlm_row(const uint8_t *v, Py_ssize_t n, long long offset);
 
 /* The records of one uncompressed batch in c->buf[c->pos, c->end): `count` of them, then
  * nothing (Kafka's DefaultRecordBatch refuses bytes left after the last record). */
@@ -137,8 +140,14 @@ static int walk_records(kt_cursor *c, int32_t count, int64_t base, kt_selection 
             s->passed++;
             continue;
         }
-        PyObject *hit = Py_BuildValue("(Ly#)", (long long)(base + off_delta),
-                                      (const char *)(r.buf + vpos), (Py_ssize_t)vlen);
+        PyObject *hit = NULL;
+        if (s->decode) {
+            hit = kt_rlm_row(r.buf + vpos, vlen, (long long)(base + off_delta));
+            if (!hit && PyErr_Occurred()) return -2;
+        }
+        if (!hit)
+            hit = Py_BuildValue("(Ly#)", (long long)(base + off_delta), (const char *)(r.buf + vpos),
+                                (Py_ssize_t)vlen);
         if (!hit) return -2;
         int bad = PyList_Append(s->hits, hit);
         Py_DECREF(hit);
@@ -150,7 +159,7 @@ static int walk_records(kt_cursor *c, int32_t count, int64_t base, kt_selection 
     return 0;
 }
 
-/* rlm_select(data, origin, ids, verify_crc, decompressed_base=-1, decompressed_count=0)
+/* rlm_select(data, origin, ids, verify_crc, decompressed_base=-1, decompressed_count=0, decode=0)
  *   -> (hits, consumed, next_offset, last_epoch, compressed, passed, error, tombstones, keyed)
  *
  * ids: None (keep every value) or the wanted topic ids, 16 bytes each, sorted.  hits: the kept
@@ -164,7 +173,11 @@ static int walk_records(kt_cursor *c, int32_t count, int64_t base, kt_selection 
  * many records had a key.
  *
  * With decompressed_base >= 0, `data` is instead the decompressed records of one batch with that
- * base offset (origin: the batch's position): decompressed_count records, nothing else. */
+ * base offset (origin: the batch's position): decompressed_count records, nothing else.
+ *
+ * With decode, a kept value that rlm_rows.c reads is handed back as its row (a tuple of 4 or
+ * more items whose first is the record's api key and second its offset) instead of
+ * (offset, value). */
 static PyObject *py_rlm_select(PyObject *self, PyObject *args)
 {
     Py_buffer view;
@@ -172,12 +185,12 @@ static PyObject *py_rlm_select(PyObject *self, PyObject *args)
     PyObject *ids_obj;
     int verify_crc;
     long long dbase = -1;
-    int dcount = 0;
-    if (!PyArg_ParseTuple(args, "y*nOp|Li", &view, &origin, &ids_obj, &verify_crc, &dbase, &dcount))
+    int dcount = 0, decode = 0;
+    if (!PyArg_ParseTuple(args, "y*nOp|Lip", &view, &origin, &ids_obj, &verify_crc, &dbase, &dcount, &decode))
         return NULL;
     PyObject *ret = NULL, *compressed = NULL, *err = Py_None;
     uint8_t *ids = NULL;
-    kt_selection s = {PyList_New(0), PyList_New(0), NULL, 0, 0, 0};
+    kt_selection s = {PyList_New(0), PyList_New(0), NULL, 0, 0, 0, decode};
     if (!s.hits || !s.tombstones || !(compressed = PyList_New(0))) goto done;
     if (ids_obj != Py_None) {
         char *p;
@@ -283,7 +296,7 @@ done:
 
 static PyMethodDef rlm_methods[] = {
     {"rlm_select", py_rlm_select, METH_VARARGS,
-     "rlm_select(data, origin, ids, verify_crc[, decompressed_base, decompressed_count]) -> "
+     "rlm_select(data, origin, ids, verify_crc[, decompressed_base, decompressed_count, decode]) -> "
      "(hits, consumed, next_offset, last_epoch, compressed, passed, error, tombstones, keyed): the records of "
      "__remote_log_metadata batches whose topic id is wanted"},
     {NULL}};

@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -22,7 +23,8 @@ from spark_helpers import read_tasks
 from kafka_tiered_source import planning
 from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.planning.catalog import CATALOGS, Catalogs
-from kafka_tiered_source.planning.catalog_snapshots import parse, seal
+from kafka_tiered_source.planning import remote_log_columns
+from kafka_tiered_source.planning.catalog_snapshots import FORMAT, parse, seal
 from kafka_tiered_source.protocol import remote_log_metadata as rlm
 from kafka_tiered_source.protocol.client import BrokerClient
 from kafka_tiered_source.testing import EmbeddedCluster
@@ -214,7 +216,7 @@ def _corrupt(kind: str, raw: bytes) -> bytes:
         i = raw.index(b'"written_ms":') + len(b'"written_ms":')
         return raw[:i] + (b"7" if raw[i:i + 1] != b"7" else b"8") + raw[i + 1:]
     if kind == "future-format":
-        doc["format"] = 2
+        doc["format"] = FORMAT + 1
     elif kind == "malformed":
         del doc["follow"]["last_epoch"]
     elif kind == "another-log":
@@ -439,7 +441,7 @@ def test_concurrent_writers_never_leave_half_a_snapshot(tmp_path, where):
     from kafka_tiered_source.planning.catalog_snapshots import SnapshotStore
     store = SnapshotStore(str(tmp_path) if where == "local" else "memory://kt-concurrent")
     path = store.path("cluster", META, "AAAAAAAAAAAAAAAAAAAAAQ", 0)
-    docs = [{"format": 1, "writer": w, "payload": "x" * (1000 * (w + 1))} for w in range(4)]
+    docs = [{"format": FORMAT, "writer": w, "payload": "x" * (1000 * (w + 1))} for w in range(4)]
     seen, errors, stop = [], [], threading.Event()
 
     def write(doc):
@@ -674,13 +676,16 @@ def test_a_shared_snapshot_wrong_about_copies_offsets_never_reads_wrong_rows(clu
     read(cluster, t, tmp_path)
     path = snapshot_path(cluster, t, tmp_path)
     doc = parse(open(path, "rb").read())
-    (mine,) = [p for p in doc["state"]["partitions"] if p["topic_id"] == t.topic_id]
-    a, b = sorted(mine["copies"], key=lambda cp: cp["start_offset"])[:2]
+    state = remote_log_columns.from_doc(doc["state"])
+    mine = state.partitions[(t.topic_id, 0)]
+    a, b = (cp.to_dict() for cp in sorted(mine.copies.values(), key=lambda cp: cp.start_offset)[:2])
     (a_start, a_end), (b_start, b_end) = (a["start_offset"], a["end_offset"]), (b["start_offset"], b["end_offset"])
-    a["start_offset"], a["end_offset"], a["leader_epochs"] = b_start, b_end, [[0, b_start]]
-    b["start_offset"], b["end_offset"], b["leader_epochs"] = a_start, a_end, [[0, a_start]]
-    ids = mine["epochs"]["0"]["ids"]
+    for cp, (start, end) in ((a, (b_start, b_end)), (b, (a_start, a_end))):
+        mine.copies[cp["segment_id"]] = replace(mine.copies[cp["segment_id"]], start_offset=start, end_offset=end,
+                                                leader_epochs=((0, start),))
+    ids = mine.epochs[0].ids
     ids[0], ids[1] = ids[1], ids[0]
+    doc["state"] = remote_log_columns.to_doc(state)
     with open(path, "wb") as f:
         f.write(seal(doc))
     CATALOGS.clear()                                  # another process finds the shared snapshot
@@ -710,3 +715,23 @@ def test_a_shared_snapshot_wrong_about_copies_offsets_never_reads_wrong_rows(clu
     assert dict(totals.fallback_reasons) == {"slice mismatch: the object's batches are not the offsets planned": 1}
     (warned,) = [r.getMessage() for r in caplog.records if "does not hold the offsets planned" in r.getMessage()]
     assert f"slice [0, 4) of tiered copy {b['segment_id']} [0, 3]" in warned and "offsets [4, 7]" in warned
+
+
+def test_a_metadata_partition_read_in_many_fetches_replays_as_one(cluster, tmp_path, monkeypatch):
+    """Small answers (a record or two each): every next Fetch is asked on a thread while the last
+    answer is replayed, and the replay is the same as one answer's."""
+    from kafka_tiered_source.planning import metadata_topic
+    t = Topic(cluster, "many-fetches")
+    t.tier(3)
+    _, whole = read(cluster, t, "none")
+    whole_read = last(cluster, t)
+    CATALOGS.clear()
+    monkeypatch.setattr(metadata_topic, "SCAN_BYTES", 1)
+    threads = []
+    real = metadata_topic._Ahead.ask
+    monkeypatch.setattr(metadata_topic._Ahead, "ask", lambda self, o: (threads.append(o), real(self, o)))
+    plan, rows = read(cluster, t, "none")
+    assert rows == whole == t.rows() and segments_of(plan) == t.tiered()
+    got = last(cluster, t)
+    assert (got.start, got.next_offset, got.applied) == (whole_read.start, whole_read.next_offset, whole_read.applied)
+    assert len(threads) >= got.next_offset - got.start - 2, threads   # one answer per batch

@@ -279,3 +279,23 @@ def test_request_trailing_bytes_ignored_like_kafka_unless_strict():
     assert req.topics is None and req.allow_auto_topic_creation is False
     with pytest.raises(ProtocolError, match="3 unexpected trailing"):
         codec.decode_request(frame, strict=True)
+
+
+def test_snake_case_spells_attributes_as_the_two_rule_rewrite_does():
+    """Attribute names: an underscore between a run of capitals and a capitalised word, and
+    between a lower-case letter or digit and a capital (the rules written out plainly here)."""
+    import random
+    import re
+
+    from kafka_tiered_source.protocol.schema import snake_case
+
+    def plainly(name: str) -> str:
+        s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+        return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+
+    assert [snake_case(n) for n in ("TopicId", "HTTPServer", "V2Api", "ABcDEf", "isrNodes", "ErrorCode")] == \
+        ["topic_id", "http_server", "v2_api", "a_bc_d_ef", "isr_nodes", "error_code"]
+    rng = random.Random(36)
+    for _ in range(3000):
+        name = "".join(rng.choice("AbZz09_") for _ in range(rng.randint(1, 8)))
+        assert snake_case(name) == plainly(name), name

@@ -195,14 +195,13 @@ def copy_holds_none(fetcher, copy, offset: int, end: int) -> bool:
     object's last byte.  Batches before a batch boundary hold smaller offsets than it, so
     starting there misses none.  Raises :class:`KafkaTieredError` where the bytes cannot be read
     or are not whole batches."""
-    from ..records.decoder import _backend
+    from ..records.decoder import check_batch
     from ..records.header import HEADER_SIZE, LOG_OVERHEAD, read_header
     from ..storage.indexes import lookup_position, parse_offset_index
     # a KIP-1248 answer's size is where its byte hint ends, not the object's: read to the end
     seg = replace(copy, size_bytes=None) if copy.broker_positions else copy
     raw = fetcher.fetch_index(seg, "offset")
     start = lookup_position(parse_offset_index(raw), seg.base_offset, offset) if raw else 0
-    check = _backend(None).check_batch
     carry = b""
     pos = start                     # segment position of carry's first byte
     pieces = fetcher.iter_log_segment(seg, start, None)
@@ -216,7 +215,7 @@ def copy_holds_none(fetcher, copy, offset: int, end: int) -> bool:
                     raise KafkaTieredError(f"{copy}: no record batch at byte {pos + at} (length {size})")
                 if n - at < size:
                     break
-                check(buf, at, size, pos, True)
+                check_batch(buf, at, size, pos)
                 header = read_header(buf, at)
                 if header.base_offset >= end:
                     return True           # this batch and all after it lie past the span

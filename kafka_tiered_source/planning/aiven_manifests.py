@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from collections import Counter
 from dataclasses import replace
 
 from ..errors import RemoteStorageError
@@ -45,29 +44,67 @@ class ManifestShipping:
     def attach(self, tasks: list[ReadTask]) -> list[ReadTask]:
         """The tasks with ``manifest_info`` on the segments whose manifest the planner has, or
         reads now because two or more tasks read the segment."""
-        # each range's key once (a plan of a million copies has a million ranges)
-        keyed: list[list[Any]] = [[(_key(r.segment), r) if isinstance(r, RemoteRange) else (None, r) for r in t.ranges]
-                 for t in tasks]
-        readers = Counter(key for t in keyed for key in {k for k, _ in t if k is not None})
+        infos = self._infos
+        if not infos and not _shared(tasks):
+            return tasks          # no manifest at hand, none worth reading here
+        # one pass over the ranges (a plan of a million copies has a million): each segment's
+        # first range, and the segments that two or more tasks read
+        first: dict = {}
+        multi: set = set()
+        for t in tasks:
+            i = t.index
+            for r in t.ranges:
+                if isinstance(r, RemoteRange):
+                    s = r.segment
+                    key = (s.topic, s.partition, s.segment_id)
+                    j = first.get(key)
+                    if j is None:
+                        first[key] = (i, r)
+                    elif j[0] != i:
+                        multi.add(key)
+        if not multi and not any(key in infos for key in first):
+            return tasks          # nothing to attach: no range rebuilt
         segments: dict = {}
-        for key, r in (kr for t in keyed for kr in t if kr[0] is not None):
-            if key in segments:
-                continue
+        for key, (_, r) in first.items():
             failed = self.reads is not None and self.reads.storage_failed is not None
-            if key not in self._infos and readers[key] > 1 and not failed:
+            if key not in infos and key in multi and not failed:
                 try:
-                    self._infos[key] = aiven.ManifestInfo.of(self.fetcher.layout.manifest(r.segment))
+                    infos[key] = aiven.ManifestInfo.of(self.fetcher.layout.manifest(r.segment))
                 except RemoteStorageError as exc:   # the executors try again, with their fallback
                     log.info("manifest of %r not read while planning: %s", r.segment, exc)
-                    self._infos[key] = None
+                    infos[key] = None
                     if self.reads is not None:
                         self.reads.storage_failed = exc   # one failure is enough: no GET per segment
-            info = self._infos.get(key)
-            segments[key] = r.segment if info is None else replace(r.segment, manifest_info=info)
-        if all(segments[k] is r.segment for t in keyed for k, r in t if k is not None):
-            return tasks          # nothing to attach: no range rebuilt
-        return [ReadTask(t.index, tuple(replace(r, segment=segments[k]) if k is not None and segments[k] is not r.segment
-                                        else r for k, r in kt), t.txn) for t, kt in zip(tasks, keyed, strict=True)]
+            info = infos.get(key)
+            if info is not None:
+                segments[key] = replace(r.segment, manifest_info=info)
+        if not segments:
+            return tasks
+        return [ReadTask(t.index, tuple(_with(r, segments) for r in t.ranges), t.txn) for t in tasks]
+
+
+def _shared(tasks: list[ReadTask]) -> bool:
+    """Whether two tasks read ranges of segments with the same id (an upper bound on the
+    segments two tasks read: ids are Kafka Uuids, the same id in two partitions only counts
+    once too often)."""
+    seen: dict = {}
+    for t in tasks:
+        i = t.index
+        for r in t.ranges:
+            if isinstance(r, RemoteRange):
+                j = seen.setdefault(r.segment.segment_id, i)
+                if j != i:
+                    return True
+    return False
+
+
+def _with(r: Any, segments: dict) -> Any:
+    """``r`` on the segment with its manifest's info, where there is one."""
+    if not isinstance(r, RemoteRange):
+        return r
+    s = r.segment
+    seg = segments.get((s.topic, s.partition, s.segment_id))
+    return r if seg is None or seg is s else replace(r, segment=seg)
 
 
 def _key(seg: RemoteSegment) -> tuple:

@@ -62,6 +62,7 @@ from typing import Any, Iterable
 from ..errors import BrokerError
 from ..ids import uuid_from_str, uuid_to_str
 from ..protocol import remote_log_metadata as rlm
+from . import remote_log_columns
 from .catalog_snapshots import FORMAT, SnapshotError, SnapshotStore
 from .metadata_topic import Discontinuity, Replayed, replay
 from .remote_log_state import PartitionState, RemoteLogState
@@ -283,7 +284,7 @@ class MetadataCatalog:
 
     def _snapshot(self, mp: int, part: _Part) -> dict:
         return {"format": FORMAT, **self._identity(mp), "written_ms": _now_ms(),
-                "follow": part.follow.to_dict(), "state": part.state.to_dict()}
+                "follow": part.follow.to_dict(), "state": remote_log_columns.to_doc(part.state)}
 
     def _load(self, store: SnapshotStore, mp: int) -> _Part | None:
         path = store.path(*self._name(mp))
@@ -295,7 +296,7 @@ class MetadataCatalog:
             if identity != self._identity(mp):
                 raise SnapshotError(f"is of another log ({identity})")
             follow = Follow.from_dict(doc["follow"])
-            state = RemoteLogState.from_dict(doc["state"])
+            state = remote_log_columns.from_doc(doc["state"])
             position = state.positions.get(mp)
             if position is None or position < 0 or set(state.positions) != {mp}:
                 raise SnapshotError(f"holds no position in partition {mp}")

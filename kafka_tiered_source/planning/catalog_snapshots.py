@@ -1,6 +1,7 @@
 """Where the metadata catalog keeps its snapshots between processes (:mod:`.catalog`).
 
-One JSON document per metadata partition, named by what it is a snapshot of::
+One JSON document per metadata partition (the replayed state in columns,
+:mod:`.remote_log_columns`), named by what it is a snapshot of::
 
     <cache dir>/remote-log-metadata/<cluster id>/<metadata topic>-<its topic id>/<partition>.json
 
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 OPTION = "remote.log.metadata.cache.dir"
 ENV = "KAFKA_TIERED_CACHE_DIR"
 OFF = "none"
-FORMAT = 1
+# 2: the state in columns (remote_log_columns), not an object per copy
+FORMAT = 2
 _SAFE = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 _warned: set[str] = set()
 
@@ -155,27 +157,43 @@ class SnapshotStore:
             return False
 
 
+_HEAD = b'{"sha256":"'
+_MID = b'","snapshot":'
+
+
 def seal(doc: dict) -> bytes:
-    """``doc`` as JSON with the SHA-256 of its content."""
+    """``doc`` as JSON with the SHA-256 of its content: ``{"sha256":...,"snapshot":...}``,
+    the content encoded once and hashed as written."""
     import hashlib   # here: a process that keeps no snapshot (most plans) does not load OpenSSL
-    body = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    return json.dumps({"sha256": hashlib.sha256(body.encode()).hexdigest(), "snapshot": doc},
-                      sort_keys=True, separators=(",", ":")).encode()
+    body = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return b"".join((_HEAD, hashlib.sha256(body).hexdigest().encode(), _MID, body, b"}"))
 
 
 def parse(raw: bytes) -> dict:
     """The snapshot in ``raw``, checked whole (:class:`SnapshotError` says what is wrong)."""
+    import hashlib
+    start = len(_HEAD) + 64 + len(_MID)
+    if raw[:len(_HEAD)] == _HEAD and raw[start - len(_MID):start] == _MID and raw[-1:] == b"}":
+        # as seal() writes it: the content's bytes are hashed as they are
+        body = raw[start:-1]
+        digest = raw[len(_HEAD):len(_HEAD) + 64].decode("ascii", "replace")
+    else:            # any other spelling of the same JSON: the content as seal() would encode it
+        try:
+            outer = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SnapshotError(f"is not JSON ({exc})") from None
+        if not isinstance(outer, dict) or not isinstance(outer.get("snapshot"), dict):
+            raise SnapshotError("is not a snapshot document")
+        body = json.dumps(outer["snapshot"], sort_keys=True, separators=(",", ":")).encode()
+        digest = str(outer.get("sha256"))
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise SnapshotError("does not match its checksum (torn or edited)")
     try:
-        outer = json.loads(raw)
+        doc = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SnapshotError(f"is not JSON ({exc})") from None
-    if not isinstance(outer, dict) or not isinstance(outer.get("snapshot"), dict):
+    if not isinstance(doc, dict):
         raise SnapshotError("is not a snapshot document")
-    import hashlib
-    doc = outer["snapshot"]
-    body = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    if hashlib.sha256(body.encode()).hexdigest() != outer.get("sha256"):
-        raise SnapshotError("does not match its checksum (torn or edited)")
     if doc.get("format") != FORMAT:
         raise SnapshotError(f"has format {doc.get('format')!r}, this version reads {FORMAT}")
     return doc

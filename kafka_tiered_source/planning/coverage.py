@@ -39,7 +39,7 @@ from typing import Iterable, Optional, Sequence
 
 from ..errors import PlanningError
 from .lineage import Lineage
-from .remote_log_state import CopyMeta, PartitionState
+from .remote_log_state import FINISHED, CopyMeta, PartitionState
 
 # (start, end exclusive, the copy serving it or None for the broker)
 Served = tuple[int, int, Optional[CopyMeta]]
@@ -136,13 +136,16 @@ def _mapped(state: PartitionState, epoch: int, lo: int, hi: int) -> list[Served]
     if es is None or not es.keys:
         return []
     keys, ids = es.keys, es.ids
+    copies = state.copies
     out: list[Served] = []
+    n = len(keys)
     i = max(bisect_right(keys, lo) - 1, 0)
-    while i < len(keys) and keys[i] < hi:
-        copy = state.copies.get(ids[i])
-        if copy is not None and copy.readable:    # RemoteLogMetadataCache serves finished copies only
-            nxt = keys[i + 1] if i + 1 < len(keys) else hi
-            s, e = max(keys[i], lo), min(nxt, copy.epoch_end(epoch) + 1, hi)
+    while i < n and keys[i] < hi:
+        copy = copies.get(ids[i])
+        if copy is not None and copy.state == FINISHED:    # RemoteLogMetadataCache serves finished copies only
+            nxt = keys[i + 1] if i + 1 < n else hi
+            last = copy.end_offset if len(copy.leader_epochs) == 1 else copy.epoch_end(epoch)
+            s, e = max(keys[i], lo), min(nxt, last + 1, hi)
             if s < e:
                 out.append((s, e, copy))
         i += 1

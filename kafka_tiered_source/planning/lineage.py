@@ -65,6 +65,12 @@ def epochs_to_ask(segments_epochs) -> set[int]:
     epoch and the one before it (whose end is the epoch's start)."""
     out: set[int] = set()
     for epochs in segments_epochs:
+        if len(epochs) == 1:          # most copies: one leader wrote the whole segment
+            e = epochs[0][0]
+            out.add(e)
+            if e > 0:
+                out.add(e - 1)
+            continue
         for e, _ in filtered_epochs(epochs):
             out.add(e)
             if e > 0:

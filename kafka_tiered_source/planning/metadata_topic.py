@@ -39,7 +39,7 @@ from ..storage.segment import RemoteSegment
 from .coverage import Served, serving_all, split_at
 from .locate import OPTION, Key, Located, spans_only
 from .plan import PartitionRange
-from .remote_log_state import CopyMeta, PartitionState, RemoteLogState
+from .remote_log_state import PartitionState, RemoteLogState
 from .tiered import located_spans
 
 if TYPE_CHECKING:
@@ -88,14 +88,72 @@ def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Coll
     offset = start
     if offset is None:
         offset = client.list_offsets(topic, {mp: EARLIEST}, isolation_level=0)[mp].offset
+    ahead = _Ahead(client, topic, mp)
+    try:
+        return _replay(client, topic, mp, state, wanted, start, last_epoch, high_watermark, proven, where, offset,
+                       ahead)
+    finally:
+        ahead.close()
+
+
+class _Ahead:
+    """The next Fetch of a replay, asked on a thread of its own while the rows of the last one
+    are replayed (the broker's answer and the replay then overlap: a metadata partition of a
+    large cluster is hundreds of answers).  Only one request is ever in flight, and the replay
+    waits for it before it returns or raises, so the client is used by one thread at a time."""
+
+    def __init__(self, client: Any, topic: str, mp: int):
+        self.client, self.topic, self.mp = client, topic, mp
+        self._thread: Any = None
+        self._offset = -1
+        self._result: Any = None
+
+    def fetch(self, offset: int) -> Any:
+        """The answer at ``offset``: the one asked ahead, or asked now."""
+        if self._thread is not None and self._offset == offset:
+            self._thread.join()
+            self._thread = None
+            ok, value = self._result
+            if not ok:
+                raise value
+            return value
+        self.close()
+        return self._fetch(offset)
+
+    def _fetch(self, offset: int) -> Any:
+        return self.client.fetch(self.topic, self.mp, offset, max_bytes=SCAN_BYTES, partition_max_bytes=SCAN_BYTES,
+                                 max_wait_ms=0, min_bytes=0, isolation_level=0)
+
+    def ask(self, offset: int) -> None:
+        """Ask for the answer at ``offset`` now, on a thread."""
+        import threading
+
+        def run() -> None:
+            try:
+                self._result = (True, self._fetch(offset))
+            except BaseException as exc:   # handed to fetch(), which raises it where it is used
+                self._result = (False, exc)
+        self._offset = offset
+        self._thread = threading.Thread(target=run, name=f"kafka-tiered-{self.topic}-{self.mp}", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Wait for a request in flight (its answer is dropped)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
+def _replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Collection[bytes] | None,
+            start: int | None, last_epoch: int, high_watermark: int, proven: bool, where: str, offset: int,
+            ahead: _Ahead) -> Replayed:
     hw = log_start = -1
     applied = passed = 0
     keyed = False
     first = offset
     while True:
         try:
-            res = client.fetch(topic, mp, offset, max_bytes=SCAN_BYTES, partition_max_bytes=SCAN_BYTES,
-                               max_wait_ms=0, min_bytes=0, isolation_level=0)
+            res = ahead.fetch(offset)
         except BrokerError as exc:
             if start is None or exc.error_name != "OFFSET_OUT_OF_RANGE":
                 raise
@@ -109,15 +167,23 @@ def replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Coll
             hw, log_start = part.high_watermark, part.log_start_offset
             if start is not None:
                 _check_range(start, log_start, hw, high_watermark, proven)
-        got = select_records(res.records or b"", wanted)
+        got = select_records(res.records or b"", wanted, decode=True)
+        if got.next_offset is not None and offset < got.next_offset < hw:
+            ahead.ask(got.next_offset)       # while these rows are replayed
         tombstones = iter(t for t in got.tombstones if t[0] >= offset)
         tomb = next(tombstones, None)
-        for off, value in got.hits:
+        apply_row = state.apply_row
+        for hit in got.hits:
+            # a row (native/rlm_rows.c, or its twin rlm.row_of), or (offset, value) for the codec
+            # to read or to say what is wrong with it
+            off = hit[0] if len(hit) == 2 else hit[1]
             while tomb is not None and tomb[0] < off:
                 _tombstone(state, tomb, wanted, where, incremental=start is not None)
                 tomb = next(tombstones, None)
             if off >= offset:    # a fetch answers from the batch holding the offset
-                state.apply(rlm.decode_record(value, where=f"{where} offset {off}"), (mp, off))
+                if len(hit) == 2:
+                    hit = rlm.row_of(rlm.decode_record(hit[1], where=f"{where} offset {off}"), off)
+                apply_row(hit, mp)
                 applied += 1
         while tomb is not None:
             _tombstone(state, tomb, wanted, where, incremental=start is not None)
@@ -227,7 +293,6 @@ class MetadataTopicLocator:
         # read_committed: a later copy's transaction index that cannot be read is asked of the
         # broker (fetch.remote.fallback allows it), else the read fails naming the transaction
         self.ask_on_storage_fault = ask_on_storage_fault
-        self._segments: dict[str, RemoteSegment] = {}
 
     @property
     def topic(self) -> str:
@@ -262,7 +327,8 @@ class MetadataTopicLocator:
         for pr in prs:
             key = (pr.topic, pr.partition)
             state = states[key]
-            spans, after = split_at([(s, e, self._segment(c) if c is not None else None) for s, e, c in served[key]],
+            # each copy's RemoteSegment is made once and kept with it (CopyMeta.segment)
+            spans, after = split_at([(s, e, c.segment() if c is not None else None) for s, e, c in served[key]],
                                     pr.end)
             _log_trimmed(pr, state, [x for x in served[key] if x[0] < pr.end])
             if self.spans_only:
@@ -273,13 +339,6 @@ class MetadataTopicLocator:
                                      isolation_level=self.iso, txn_index_empty=_in(empty), after=after,
                                      ask_on_storage_fault=self.ask_on_storage_fault)
         return out
-
-    def _segment(self, copy: CopyMeta) -> RemoteSegment:
-        seg = self._segments.get(copy.segment_id)
-        if seg is None or seg.end_offset != copy.end_offset:
-            seg = self._segments[copy.segment_id] = copy.segment()
-        return seg
-
 
 def _in(ids: set[str]) -> Callable[[RemoteSegment], bool]:
     return lambda seg: seg.segment_id in ids

@@ -72,11 +72,18 @@ class PartitionWork:
 # ---------------------------------------------------------------------------------------------
 class _SegmentIndex:
     __slots__ = ("segment", "offsets", "positions", "size")
+    offsets: Sequence[int]
+    positions: Sequence[int]
 
     def __init__(self, piece: SegmentSlice, where: str):
         seg = piece.segment
         if seg.size_bytes is None or seg.size_bytes <= 0:
             raise PlanningError(f"{where}: segment {seg.segment_id} has no size_bytes")
+        if len(piece.checkpoints) == 1:      # most slices: the one entry where the slice starts
+            ((offset, position),) = piece.checkpoints
+            if seg.base_offset <= offset <= seg.end_offset and 0 <= position < seg.size_bytes:
+                self.segment, self.offsets, self.positions, self.size = seg, (offset,), (position,), seg.size_bytes
+                return
         offsets: list[int] = []
         positions: list[int] = []
         for offset, position in piece.checkpoints:
@@ -223,10 +230,11 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
                                         f"{piece.offset_end}) outside segment "
                                         f"[{seg.base_offset}, {seg.end_offset}]")
                 key = (seg.topic, seg.partition, seg.segment_id)
-                if key not in indexes:
+                known = indexes.get(key)
+                if known is None:
                     indexes[key] = _SegmentIndex(piece, where)
                 else:    # a copy serving two spans (another copy inside it): both starts count
-                    indexes[key] = indexes[key].joined(piece, where)
+                    indexes[key] = known.joined(piece, where)
             elif isinstance(piece, BrokerRange):
                 if (piece.topic, piece.partition) != tp:
                     raise PlanningError(f"{where}: broker range for "
@@ -245,14 +253,18 @@ def _index_of(indexes: dict, r: RemoteRange) -> _SegmentIndex:
 
 def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
     units: list[Range] = []
+    pieces: Sequence[Range]
     for w in work:
         for piece in w.pieces:
             if piece.offset_start == piece.offset_end:
                 continue
             if isinstance(piece, SegmentSlice):
-                index = indexes[(piece.segment.topic, piece.segment.partition,
-                                 piece.segment.segment_id)]
-                pieces = index.split_by_bytes(piece.offset_start, piece.offset_end, target)
+                seg = piece.segment
+                index = indexes[(seg.topic, seg.partition, seg.segment_id)]
+                if len(index.offsets) < 2:     # no cut saves bytes (most copies: read from one entry)
+                    pieces = [index.range(piece.offset_start, piece.offset_end)]
+                else:
+                    pieces = index.split_by_bytes(piece.offset_start, piece.offset_end, target)
             else:
                 parts = max(1, -(-piece.estimated_bytes // target))
                 pieces = _split_broker(piece, parts)
@@ -291,9 +303,9 @@ def _merge(ranges: list[Range], indexes: dict) -> list[Range]:
     for r in ranges:
         if out:
             last = out[-1]
-            if (isinstance(r, RemoteRange) and isinstance(last, RemoteRange)
-                    and (last.segment is r.segment or last.segment == r.segment)
-                    and last.offset_end == r.offset_start):
+            if (isinstance(r, RemoteRange) and isinstance(last, RemoteRange) and last.offset_end == r.offset_start
+                    and (last.segment is r.segment or (last.segment.segment_id == r.segment.segment_id
+                                                       and last.segment == r.segment))):
                 out[-1] = _index_of(indexes, r).range(last.offset_start, r.offset_end)
                 continue
             if (isinstance(r, BrokerRange) and isinstance(last, BrokerRange)
@@ -328,6 +340,8 @@ def _split_task(ranges: list[Range], indexes: dict) -> tuple[list[Range], list[R
 
 
 def _txn_for(ranges: Sequence[Range], txn: dict) -> tuple[PartitionTxnInfo, ...]:
+    if not txn:           # read_uncommitted: no partition has any
+        return ()
     out = []
     ends: dict = {}
     for r in ranges:

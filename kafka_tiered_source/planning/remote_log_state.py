@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import base64
 import bisect
-import copy as _copy
 import logging
+import dataclasses
+import itertools
+from sys import intern
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..ids import uuid_to_str
 from ..protocol import remote_log_metadata as rlm
@@ -74,6 +75,10 @@ class CopyMeta:
     state: int = STARTED
     order: tuple[int, ...] = ()                       # (metadata partition, offset) of its last record
     broker_epoch: int = -1                            # the copying leader's epoch (v1 records, KIP-1266)
+    # the generation of the PartitionState that may change it in place (copy on write)
+    gen: int = dataclasses.field(default=0, compare=False, repr=False)
+    # its RemoteSegment, made once (the copy changes only by being replaced)
+    _segment: RemoteSegment | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def readable(self) -> bool:
@@ -87,14 +92,24 @@ class CopyMeta:
         later = [o for e, o in self.leader_epochs if e > epoch]
         return min(later) - 1 if later else self.end_offset
 
+    def clone(self, gen: int) -> "CopyMeta":
+        """A copy of it that generation ``gen`` may change (no cached segment)."""
+        return CopyMeta(self.segment_id, self.topic, self.topic_id, self.partition, self.start_offset,
+                        self.end_offset, self.size_bytes, self.max_timestamp_ms, self.leader_epochs,
+                        self.custom_metadata, self.txn_index_empty, self.state, self.order, self.broker_epoch, gen)
+
     def segment(self) -> RemoteSegment:
-        return RemoteSegment(topic=self.topic, topic_id=self.topic_id, partition=self.partition,
-                             segment_id=self.segment_id, base_offset=self.start_offset,
-                             end_offset=self.end_offset, size_bytes=self.size_bytes,
-                             custom_metadata=self.custom_metadata, max_timestamp=self.max_timestamp_ms)
+        """Its :class:`RemoteSegment`, made once (``update`` drops it when it changes the copy)."""
+        seg = self._segment
+        if seg is None:
+            seg = self._segment = RemoteSegment(
+                topic=self.topic, topic_id=self.topic_id, partition=self.partition, segment_id=self.segment_id,
+                base_offset=self.start_offset, end_offset=self.end_offset, size_bytes=self.size_bytes,
+                custom_metadata=self.custom_metadata, max_timestamp=self.max_timestamp_ms)
+        return seg
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d = {k: getattr(self, k) for k in _FIELDS}
         d["leader_epochs"] = [list(e) for e in self.leader_epochs]
         d["order"] = list(self.order)
         d["custom_metadata"] = (None if self.custom_metadata is None
@@ -111,6 +126,17 @@ class CopyMeta:
         return cls(**d)
 
 
+def _by_start_then_order(c: CopyMeta) -> tuple:
+    return c.start_offset, c.order
+
+
+# what a snapshot holds of a copy (not its generation nor its cached segment)
+_FIELDS = tuple(f for f in CopyMeta.__dataclass_fields__ if f not in ("gen", "_segment"))
+# generations of PartitionState: a copy whose gen is not its state's is shared, and replaced
+# before it changes
+_GENERATIONS = itertools.count(1)
+
+
 @dataclass
 class EpochState:
     """Kafka's RemoteLogLeaderEpochState for one epoch: ``keys`` (ascending start offsets of
@@ -121,6 +147,13 @@ class EpochState:
     highest: int | None = None
 
     def finished(self, start: int, segment_id: str, epoch_end: int) -> None:
+        keys = self.keys
+        if not keys or keys[-1] < start:       # the usual case: the next copy, after every other
+            keys.append(start)
+            self.ids.append(segment_id)
+            if self.highest is None or epoch_end > self.highest:
+                self.highest = epoch_end
+            return
         # a copy reaching at least as far as every earlier one displaces the mappings at or
         # above its start (an old leader's copies that the new leader's copy is a superset of)
         while self.keys and self.keys[-1] >= start and self.highest is not None \
@@ -149,6 +182,9 @@ class PartitionState:
     copies: dict[str, CopyMeta] = field(default_factory=dict)
     epochs: dict[int, EpochState] = field(default_factory=dict)
     deleted: bool = False
+    gen: int = field(default_factory=lambda: next(_GENERATIONS), compare=False, repr=False)
+    # readable(), kept until the copies change (add, update, gone, mark_deleted drop it)
+    _readable: list | None = field(default=None, compare=False, repr=False)
 
     def add(self, copy: CopyMeta) -> None:
         """A segment record: COPY_SEGMENT_STARTED, as RemoteLogMetadataCache.addCopyInProgressSegment
@@ -162,6 +198,7 @@ class PartitionState:
                      rlm.SEGMENT_STATES.get(copy.state, copy.state), rlm.SEGMENT_STATES.get(old.state, old.state))
             return
         self.copies[copy.segment_id] = copy
+        self._readable = None
         if copy.state == FINISHED:
             self._finished(copy)
 
@@ -176,10 +213,12 @@ class PartitionState:
                      "RemoteLogMetadataCache ignores it", segment_id, rlm.SEGMENT_STATES.get(state, state),
                      rlm.SEGMENT_STATES.get(copy.state, copy.state))
             return
+        self._readable = None
         # copy on write: a plan holds the copies of an earlier snapshot (PartitionState.copy
         # shares them), which must not change under it
-        copy = self.copies[segment_id] = _copy.copy(copy)
-        copy.state, copy.order = state, order
+        if copy.gen != self.gen:
+            copy = self.copies[segment_id] = copy.clone(self.gen)
+        copy.state, copy.order, copy._segment = state, order, None
         if custom_metadata is not None:
             copy.custom_metadata = custom_metadata
         if end_offset >= 0:
@@ -198,6 +237,7 @@ class PartitionState:
         """A KIP-1266 tombstone of the copy: its records are compacted away or will be, so it
         ends as DELETE_SEGMENT_STARTED then _FINISHED would end it."""
         copy = self.copies.pop(segment_id, None)
+        self._readable = None
         if copy is not None and copy.state == FINISHED:
             for epoch, start in copy.leader_epochs:
                 es = self.epochs.get(epoch)
@@ -205,21 +245,35 @@ class PartitionState:
                     es.removed(max(start, copy.start_offset), segment_id)
 
     def _finished(self, copy: CopyMeta) -> None:
+        epochs = self.epochs
+        one = len(copy.leader_epochs) == 1
         for epoch, start in copy.leader_epochs:
-            self.epochs.setdefault(epoch, EpochState()).finished(
-                max(start, copy.start_offset), copy.segment_id, copy.epoch_end(epoch))
+            es = epochs.get(epoch)
+            if es is None:
+                es = epochs[epoch] = EpochState()
+            es.finished(max(start, copy.start_offset), copy.segment_id,
+                        copy.end_offset if one else copy.epoch_end(epoch))
+
+    def mark_deleted(self) -> None:
+        """A partition delete: nothing of the partition is readable any more."""
+        self.deleted = True
+        self._readable = None
 
     def readable(self) -> list[CopyMeta]:
-        """The finished copies, by start offset then finish order (none once deleted)."""
-        if self.deleted:
-            return []
-        return sorted((c for c in self.copies.values() if c.readable),
-                      key=lambda c: (c.start_offset, c.order))
+        """The finished copies, by start offset then finish order (none once deleted).  The
+        list is kept until the copies change: do not change it."""
+        got = self._readable
+        if got is None:
+            got = self._readable = [] if self.deleted else sorted(
+                (c for c in self.copies.values() if c.state == FINISHED), key=_by_start_then_order)
+        return got
 
     def copy(self) -> "PartitionState":
         """An independent copy (replaying more records into this one leaves it as it is)."""
         # the copies are shared, not copied: update() replaces a copy it changes (copy on
-        # write), so a plan of a million copies neither copies nor doubles them
+        # write), so a plan of a million copies neither copies nor doubles them.  Neither side
+        # may change a shared copy in place from now on: both take new generations.
+        self.gen = next(_GENERATIONS)
         return PartitionState(dict(self.copies),
                               {e: EpochState(list(s.keys), list(s.ids), s.highest) for e, s in self.epochs.items()},
                               self.deleted)
@@ -249,40 +303,35 @@ class RemoteLogState:
         return self.partitions.get((topic_id, partition)) or PartitionState()
 
     def apply(self, decoded: object, order: tuple) -> None:
-        """Replay one decoded metadata record (:mod:`..protocol.remote_log_metadata`)."""
-        record: Any = decoded   # message classes are built from their schema at import
-        if isinstance(decoded, rlm.SegmentRecord):
-            tip = record.remote_log_segment_id.topic_id_partition
-            key = (uuid_to_str(bytes(tip.id)), tip.partition)
-            if record.remote_log_segment_state != STARTED:
+        """Replay one decoded metadata record (:mod:`..protocol.remote_log_metadata`) read at
+        ``order`` (metadata partition, offset)."""
+        self.apply_row(rlm.row_of(decoded, order[1]), order[0])
+
+    def apply_row(self, row: tuple, mp: int) -> None:
+        """Replay one metadata record of metadata partition ``mp`` given as its row
+        (:func:`~..protocol.remote_log_metadata.row_of`, or native/rlm_rows.c)."""
+        kind, offset, tid, p = row[0], row[1], row[2], row[3]
+        key = (tid, p)
+        state = self.partitions.get(key)
+        if kind == 0:
+            order = (mp, offset)
+            if row[13] != STARTED:
                 # RemoteLogMetadataCache.addCopyInProgressSegment refuses any other state
                 log.info("segment record at %s in state %s, not COPY_SEGMENT_STARTED: ignored, as "
-                         "RemoteLogMetadataCache refuses it", order, record.remote_log_segment_state)
+                         "RemoteLogMetadataCache refuses it", order, row[13])
                 return
-            state = self.partitions.get(key)
             if state is None:
                 state = self.partitions[key] = PartitionState()
-            state.add(CopyMeta(
-                segment_id=uuid_to_str(bytes(record.remote_log_segment_id.id)), topic=tip.name,
-                topic_id=key[0], partition=tip.partition, start_offset=record.start_offset,
-                end_offset=record.end_offset, size_bytes=record.segment_size_in_bytes,
-                max_timestamp_ms=record.max_timestamp_ms,
-                leader_epochs=tuple(sorted((e.leader_epoch, e.offset) for e in record.segment_leader_epochs)),
-                custom_metadata=_bytes(record.custom_metadata), txn_index_empty=bool(record.txn_index_empty),
-                state=record.remote_log_segment_state, order=order,
-                broker_epoch=getattr(record, "broker_leader_epoch", -1)))
-        elif isinstance(decoded, rlm.SegmentUpdate):
-            tip = record.remote_log_segment_id.topic_id_partition
-            state = self.partitions.get((uuid_to_str(bytes(tip.id)), tip.partition))
+            # a million copies share their topic's strings
+            state.add(CopyMeta(row[5], intern(row[4]), intern(tid), p, row[6], row[7], row[9], row[8], row[10],
+                               row[11], row[12], STARTED, order, row[14], state.gen))
+        elif kind == 1:
+            if state is not None:
+                state.update(row[4], row[5], (mp, offset), custom_metadata=row[6], end_offset=row[7])
+        elif kind == 2:
             if state is None:
-                return
-            state.update(uuid_to_str(bytes(record.remote_log_segment_id.id)), record.remote_log_segment_state,
-                         order, custom_metadata=_bytes(record.custom_metadata),
-                         end_offset=getattr(record, "end_offset", -1))
-        elif isinstance(decoded, rlm.PartitionDelete):
-            tip = record.topic_id_partition
-            key = (uuid_to_str(bytes(tip.id)), tip.partition)
-            self.partitions.setdefault(key, PartitionState()).deleted = True
+                state = self.partitions[key] = PartitionState()
+            state.mark_deleted()
 
     def tombstone(self, key: rlm.TombstoneKey) -> None:
         """Replay a KIP-1266 tombstone: the copy its key names is gone (the records that said so
@@ -307,5 +356,3 @@ class RemoteLogState:
         return cls(parts, {int(k): int(v) for k, v in d["positions"].items()})
 
 
-def _bytes(v) -> bytes | None:
-    return None if v is None else bytes(v)

@@ -20,12 +20,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Collection
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, ProtocolError
 from ..records.backend import decoder_backend
 from ..records.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 from ..records.cursor import Cursor, RecordFormatError
 from ..records.header import ATTRIBUTES_OFFSET, CODEC_MASK, CONTROL_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD
-from .remote_log_metadata import topic_id_of
+from .remote_log_metadata import decode_record, row_of, topic_id_of
 
 _BATCH = struct.Struct(">qiib")           # base offset, length, partition leader epoch, magic
 _I32 = struct.Struct(">i")
@@ -33,7 +33,7 @@ _U32 = struct.Struct(">I")
 _H16 = struct.Struct(">h")
 # (hits, consumed, next offset or -1, last epoch, compressed batches, passed, error or None,
 #  tombstones, keyed)
-_Walk = tuple[list[tuple[int, bytes]], int, int, int, list[tuple[int, int]], int, "tuple[str, int, int] | None",
+_Walk = tuple[list[tuple], int, int, int, list[tuple[int, int]], int, "tuple[str, int, int] | None",
               list[tuple[int, "bytes | None"]], int]
 
 
@@ -48,7 +48,7 @@ class Selected:
     over (other topics', tombstones).  ``tombstones``: ``(offset, key)`` of every record with a
     null value, whatever its topic (KIP-1266: the key names the copy it ends).  ``keyed``: how
     many records had a key (a KIP-1266 topic, compacted)."""
-    hits: list[tuple[int, bytes]] = field(default_factory=list)
+    hits: list[tuple] = field(default_factory=list)
     consumed: int = 0
     next_offset: int | None = None
     last_epoch: int = -1
@@ -59,25 +59,31 @@ class Selected:
 
 def select_records(data: Any, wanted: Collection[bytes] | None, *, origin: int = 0, verify_crc: bool = True,
                    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-                   backend: str | None = None) -> Selected:
+                   backend: str | None = None, decode: bool = False) -> Selected:
     """The records of ``data`` (consecutive v2 batches, e.g. a Fetch answer) whose topic id is
     in ``wanted`` (16-byte ids; None: every record with a value).  ``origin``: the position of
     ``data[0]``, for errors.  Malformed bytes raise :class:`CorruptRecordError` naming the byte
     position and the batch's base offset.  ``backend``: ``native`` or ``python`` (default: the
-    decoder's, :func:`~kafka_tiered_source.records.decoder_backend`)."""
+    decoder's, :func:`~kafka_tiered_source.records.decoder_backend`).  ``decode``: each kept
+    value that is a well-formed record comes as its row
+    (:func:`~.remote_log_metadata.row_of`: a tuple of 4 or more items, its api key then its
+    offset) instead of ``(offset, value)``; one that is not stays ``(offset, value)``, for
+    :func:`~.remote_log_metadata.decode_record` to say what is wrong with it."""
     ids = None if wanted is None else b"".join(sorted({bytes(w) for w in wanted}))
     if ids is not None and any(len(w) != 16 for w in wanted or ()):
         raise ValueError("topic ids are 16 bytes each")
-    walk = _native_walk if (backend or decoder_backend()) == "native" else _python_walk
+    native = (backend or decoder_backend()) == "native"
+    walk = _native_walk if native else _python_walk
     mv = data if isinstance(data, memoryview) else memoryview(data)
+    rows = decode and native
     hits, consumed, next_offset, last_epoch, compressed, passed, error, tombstones, keyed = walk(
-        mv, origin, ids, verify_crc, -1, 0)
+        mv, origin, ids, verify_crc, -1, 0, rows)
     for pos, size in compressed:
         base = _BATCH.unpack_from(mv, pos)[0]
         records = decompress(mv[pos + ATTRIBUTES_OFFSET + 1] & CODEC_MASK, mv[pos + HEADER_SIZE:pos + size],
                              max_decompressed_bytes, position=origin + pos, base_offset=base)
         count = _I32.unpack_from(mv, pos + 57)[0]
-        got = walk(memoryview(records), origin + pos, ids, False, base, count)
+        got = walk(memoryview(records), origin + pos, ids, False, base, count, rows)
         if got[6] is not None:
             error = error if error is not None and error[1] < got[6][1] else got[6]
             break
@@ -88,15 +94,31 @@ def select_records(data: Any, wanted: Collection[bytes] | None, *, origin: int =
     if error is not None:
         message, position, base_offset = error
         raise CorruptRecordError(message, position=position, base_offset=base_offset)
+    if decode and not native:
+        hits = [_row(off, value) for off, value in hits]
     if compressed:
-        hits.sort(key=lambda h: h[0])
+        hits.sort(key=_offset)
         tombstones.sort(key=lambda h: h[0])
     return Selected(hits, consumed, None if next_offset < 0 else next_offset, last_epoch, passed, tombstones, keyed)
 
 
-def _native_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, dbase: int, dcount: int) -> _Walk:
+def _offset(hit: tuple) -> int:
+    return hit[0] if len(hit) == 2 else hit[1]
+
+
+def _row(offset: int, value: bytes) -> tuple:
+    """The pure-Python twin of native/rlm_rows.c: the record's row, or ``(offset, value)`` when
+    the codec cannot read it."""
+    try:
+        return row_of(decode_record(value, where=""), offset)
+    except ProtocolError:
+        return offset, value
+
+
+def _native_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, dbase: int, dcount: int,
+                 decode: bool = False) -> _Walk:
     from .._native import rlm_select
-    return rlm_select(data, origin, ids, verify_crc, dbase, dcount)
+    return rlm_select(data, origin, ids, verify_crc, dbase, dcount, decode)
 
 
 # -- the pure-Python reference: native/rlm.c, rule for rule -------------------------------------
@@ -176,7 +198,8 @@ def _selected(value: bytes, ids: bytes | None) -> bool:
     return tid is None or any(ids[i:i + 16] == tid for i in range(0, len(ids), 16))
 
 
-def _python_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, dbase: int, dcount: int) -> _Walk:
+def _python_walk(data: Any, origin: int, ids: bytes | None, verify_crc: bool, dbase: int, dcount: int,
+                 decode: bool = False) -> _Walk:
     import crc32c
     out = _Out()
     n = len(data)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ProtocolError
-from ..ids import uuid_from_str
+from ..ids import uuid_from_str, uuid_to_str
 from .primitives import read_uvarint, write_uvarint
 from .schema import Field as F, Message, build_message_class
 
@@ -130,6 +130,41 @@ def decode_record(value: Any, *, where: str) -> Any:
         return cls.decode(buf[pos:], version, keep_unknown_tags=False)
     except ProtocolError as exc:
         raise ProtocolError(f"{where}: {cls.NAME} v{version}: {exc}") from None
+
+
+def row_of(record: Any, offset: int) -> tuple:
+    """A decoded metadata record as the compact row the planner replays
+    (:meth:`~kafka_tiered_source.planning.remote_log_state.RemoteLogState.apply_row`); the native
+    walk (native/rlm_rows.c) makes the same rows straight from the bytes::
+
+        (0, offset, topic id, partition, topic name, segment id, start offset, end offset,
+         max timestamp ms, segment size, ((leader epoch, offset), ...) ascending, custom metadata,
+         txn index empty, state, broker leader epoch)          a segment record
+        (1, offset, topic id, partition, segment id, state, custom metadata, end offset)   an update
+        (2, offset, topic id, partition)                                     a partition delete
+
+    ids are Kafka's Uuid strings."""
+    if isinstance(record, SegmentRecord):
+        sid = record.remote_log_segment_id
+        tip = sid.topic_id_partition
+        return (0, offset, uuid_to_str(bytes(tip.id)), tip.partition, tip.name, uuid_to_str(bytes(sid.id)),
+                record.start_offset, record.end_offset, record.max_timestamp_ms, record.segment_size_in_bytes,
+                tuple(sorted((e.leader_epoch, e.offset) for e in record.segment_leader_epochs)),
+                _bytes(record.custom_metadata), bool(record.txn_index_empty), record.remote_log_segment_state,
+                record.broker_leader_epoch)
+    if isinstance(record, SegmentUpdate):
+        sid = record.remote_log_segment_id
+        tip = sid.topic_id_partition
+        return (1, offset, uuid_to_str(bytes(tip.id)), tip.partition, uuid_to_str(bytes(sid.id)),
+                record.remote_log_segment_state, _bytes(record.custom_metadata), record.end_offset)
+    if isinstance(record, PartitionDelete):
+        tip = record.topic_id_partition
+        return (2, offset, uuid_to_str(bytes(tip.id)), tip.partition)
+    raise TypeError(f"not a metadata record: {type(record).__name__}")
+
+
+def _bytes(v: Any) -> bytes | None:
+    return None if v is None else bytes(v)
 
 
 def topic_id_of(value: Any) -> bytes | None:

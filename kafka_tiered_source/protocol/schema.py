@@ -47,9 +47,15 @@ class VersionRange:
         return str(self.lo) if self.lo == self.hi else f"{self.lo}-{self.hi}"
 
 
+# where an underscore goes: between a run of capitals and the capital that starts the next word
+# (``HTTPServer``), and between a lower-case letter or digit and a capital (``topicId``).  One
+# pass with a plain replacement: the two template substitutions it replaces cost a third of
+# the messages' import
+_WORD_BREAK = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])|(?<=[a-z0-9])(?=[A-Z])")
+
+
 def snake_case(name: str) -> str:
-    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
+    return _WORD_BREAK.sub("_", name).lower()
 
 
 _NO_DEFAULT = object()

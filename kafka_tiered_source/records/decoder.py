@@ -257,6 +257,12 @@ def decode_batches(data, *, topic: str = "", partition: int = 0,
     return res
 
 
+def check_batch(buf, at: int, size: int, position: int) -> None:
+    """Check the batch of ``size`` bytes at ``buf[at:]`` whole (magic, length, CRC-32C) with the
+    chosen backend; errors name ``position + at``."""
+    _backend(None).check_batch(buf, at, size, position, True)
+
+
 def batch_records(mv, h, pos, size, position, limit):
     """A batch's record bytes, decompressed when needed, with the origin for error positions."""
     body = mv[pos + HEADER_SIZE:pos + size]
