@@ -86,7 +86,8 @@ def plan_once(opts: dict) -> tuple[float, object]:
 # Where the time goes: cProfile's own time per function, summed by the part of the stack it is in.
 BUCKETS = (
     ("waiting for the broker (socket)", ("socket", "select", "recv", "sendall", "_ssl")),
-    ("protocol codec (encode/decode)", ("protocol/codec.py", "protocol/schema.py", "protocol/primitives.py")),
+    ("protocol codec (encode/decode)", ("protocol/codec.py", "protocol/bodies.py", "protocol/structs.py", "protocol/schema.py",
+                                        "protocol/primitives.py")),
     ("protocol client", ("protocol/client.py", "protocol/connection.py")),
     ("coverage check", ("planning/coverage.py", "planning/works.py", "planning/lineage.py")),
     ("locators", ("planning/kip1248.py", "planning/metadata_topic.py", "planning/tiered.py",

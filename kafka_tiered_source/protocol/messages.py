@@ -3,8 +3,7 @@
 Transcribed from Apache Kafka's ``clients/src/main/resources/common/message/*.json`` (4.x line:
 field names, types, version ranges, nullability, tags, defaults; the prose is left out), plus the
 provisional KIP-1248 tagged fields on Fetch (numbers in :mod:`.kip1248`).  Classes are generated
-at import: ``FetchRequest``, ``FetchResponse``, ... with nested struct classes as attributes
-(``FetchRequest.FetchTopic``, ``FetchResponse.PartitionData``).
+at import (``FetchRequest``, ``FetchResponse.PartitionData``, ...: :mod:`.structs`).
 
 Version ranges follow upstream 4.x (KIP-896 removed the oldest versions; Produce is 3-13 and
 InitProducerId 0-6 upstream).  A broker built on this may advertise narrower ranges.
@@ -12,7 +11,8 @@ InitProducerId 0-6 upstream).  A broker built on this may advertise narrower ran
 from __future__ import annotations
 
 from . import kip1248 as K
-from .schema import Field as F, Message, build_message_class
+from .schema import Field as F, Message
+from .structs import build_message_class
 
 API_VERSIONS_REQUEST = Message('ApiVersionsRequest', 18, 'request', valid='0-4', flexible='3+', fields=[
     F('ClientSoftwareName', 'string', '3+'),

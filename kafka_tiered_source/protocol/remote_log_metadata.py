@@ -22,7 +22,8 @@ from typing import Any
 from ..errors import ProtocolError
 from ..ids import uuid_from_str, uuid_to_str
 from .primitives import read_uvarint, write_uvarint
-from .schema import Field as F, Message, build_message_class
+from .schema import Field as F, Message
+from .structs import build_message_class
 
 FRAME_VERSION = 1
 TOPIC = "__remote_log_metadata"
