@@ -115,6 +115,75 @@ def test_no_import_cycle_between_parts():
     assert cycle == [], f"cycle {' -> '.join(cycle)} at {where}"
 
 
+def _module_graph() -> dict[str, dict[str, str]]:
+    """module -> {module it imports: where}; ``from a import b`` is an import of ``a.b`` when
+    that is a module, else of ``a`` (whose ``__init__`` runs)."""
+    found = list(_modules())
+    modules = {m for _, m, _ in found}
+    edges: dict[str, dict[str, str]] = {m: {} for m in modules}
+    for path, module, is_package in found:
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        here = module.split(".") if is_package else module.split(".")[:-1]
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = (".".join(here[: len(here) - (node.level - 1)] + ([node.module] if node.module else []))
+                        if node.level else node.module or "")
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for t in targets:
+                if t in modules and t != module:
+                    edges[module].setdefault(t, f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    return edges
+
+
+def _loops(edges: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_two_modules_import_each_other():
+    """Not directly, not through a loop, lazy imports and the package root included."""
+    edges = _module_graph()
+    loops = [" <-> ".join(comp) + " (" + ", ".join(edges[a][b] for a in comp for b in comp if b in edges[a]) + ")"
+             for comp in _loops(edges)]
+    assert loops == []
+
+
+def test_the_loop_check_sees_a_loop_through_a_lazy_import():
+    edges = {"p.a": {"p.b": "a.py:1"}, "p.b": {"p.c": "b.py:1"}, "p.c": {"p.a": "c.py:9"}, "p.d": {"p.a": "d.py:1"}}
+    assert _loops(edges) == [["p.a", "p.b", "p.c"]]
+    assert _loops({"p.a": {"p.b": "a.py:1"}, "p.b": {}}) == []
+
+
 # DESIGN.md's diagram names these groups of parts as one node
 DIAGRAM_NODES = {"errors": "vocabulary", "model": "vocabulary", "ids": "vocabulary", "redact": "vocabulary",
                  "version": "vocabulary", "_native": "vocabulary", "metrics": "accounting", "cost": "accounting",

@@ -720,16 +720,16 @@ def test_a_shared_snapshot_wrong_about_copies_offsets_never_reads_wrong_rows(clu
 def test_a_metadata_partition_read_in_many_fetches_replays_as_one(cluster, tmp_path, monkeypatch):
     """Small answers (a record or two each): every next Fetch is asked on a thread while the last
     answer is replayed, and the replay is the same as one answer's."""
-    from kafka_tiered_source.planning import metadata_topic
+    from kafka_tiered_source.planning import replay
     t = Topic(cluster, "many-fetches")
     t.tier(3)
     _, whole = read(cluster, t, "none")
     whole_read = last(cluster, t)
     CATALOGS.clear()
-    monkeypatch.setattr(metadata_topic, "SCAN_BYTES", 1)
+    monkeypatch.setattr(replay, "SCAN_BYTES", 1)
     threads = []
-    real = metadata_topic._Ahead.ask
-    monkeypatch.setattr(metadata_topic._Ahead, "ask", lambda self, o: (threads.append(o), real(self, o)))
+    real = replay._Ahead.ask
+    monkeypatch.setattr(replay._Ahead, "ask", lambda self, o: (threads.append(o), real(self, o)))
     plan, rows = read(cluster, t, "none")
     assert rows == whole == t.rows() and segments_of(plan) == t.tiered()
     got = last(cluster, t)

@@ -64,7 +64,7 @@ from ..ids import uuid_from_str, uuid_to_str
 from ..protocol import remote_log_metadata as rlm
 from . import remote_log_columns
 from .catalog_snapshots import FORMAT, SnapshotError, SnapshotStore
-from .metadata_topic import Discontinuity, Replayed, replay
+from .replay import Discontinuity, Replayed, replay
 from .remote_log_state import PartitionState, RemoteLogState
 
 log = logging.getLogger(__name__)
