@@ -40,11 +40,19 @@ pyspark-venvs: install
 # (fixtures, codecs, corrupt input, transactions, lz4, batches cut by parts or offsets, the
 # metadata topic, reads through Spark...); a test that only takes bytes a marked test already
 # decodes through Spark, storage, fallback or cost plumbing runs in the native pass only.
+#
+# Three pytest workers (pytest-xdist) on two cores: most of a test's time is spent waiting (a JVM
+# starting, a broker answering, a timeout running out), so a third worker fills the gaps.  A test
+# file runs whole on one worker (its module fixtures are made once), the longest files first
+# (tests/conftest.py).  TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 3
+PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: install spark35 pyspark-venvs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
-	KAFKA_TIERED_NO_EXTENSIONS=1 $(BIN)/python -m pytest -m "decoder"
+	$(PYTEST)
+	KAFKA_TIERED_NO_EXTENSIONS=1 $(PYTEST) -m "decoder"
 
 # The first two steps of `make test` alone: pyflakes + bugbear over everything (ruff) and the
 # types of the package (mypy); both configured in pyproject.toml.

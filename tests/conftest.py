@@ -39,6 +39,28 @@ if "KAFKA_TIERED_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["KAFKA_TIERED_CACHE_DIR"], ignore_errors=True)
 
 
+# The suite runs on as many workers as the machine has cores (pytest-xdist, one test file per
+# worker at a time: a file's module fixtures are made once).  Files start longest first, so no
+# worker is left with a long file when the others are done.  Seconds per file, serial, on a
+# 2-vCPU machine (pytest --junitxml); a file not named here is short, and runs after these.
+LONGEST_FIRST = {
+    "test_faults_spark": 95, "test_spark_connect": 90, "test_spark_read": 67, "test_pushdown_versions": 66,
+    "test_streaming": 65, "test_wheel": 63, "test_aiven_encryption": 52, "test_first_hour": 49,
+    "test_spark35": 46, "test_faults_storage": 38, "test_spark_cluster": 38, "test_cost_spark": 35,
+    "test_registration": 34, "test_broker_clients": 34, "test_compacted_tails": 34, "test_offline": 34,
+    "test_records_streams": 31, "test_records_lz4": 27, "test_scan": 25, "test_pushdown": 24,
+    "test_storage_conformance": 23, "test_today_kafka": 18, "test_fallback_policy": 15, "test_histories": 15,
+    "test_offline_timestamps": 13, "test_txn_ends": 12, "test_spark_datasource": 11, "test_oauth": 11,
+    "test_broker_tiering": 11, "test_txn_spark": 11,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    def cost(item) -> int:
+        return LONGEST_FIRST.get(os.path.splitext(os.path.basename(str(item.path)))[0], 0)
+    items.sort(key=cost, reverse=True)    # stable: a file's tests keep their order
+
+
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory):
     """One Spark standalone cluster (a master and two workers, spark_helpers.standalone_cluster)

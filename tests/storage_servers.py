@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -207,6 +208,16 @@ class Rule:
                 and (self.times is None or self.hits < self.times))
 
 
+class _ProxyServer(http.server.ThreadingHTTPServer):
+    """A client that hangs up before its answer is written (a cancelled read, a killed task) is
+    no error of the proxy's: it is not printed over the test's output."""
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     proxy: "FaultProxy"     # set on the subclass each FaultProxy makes
@@ -299,7 +310,7 @@ class FaultProxy:
         self.stop_event = threading.Event()
         self.port = free_port()
         handler = type("Handler", (_ProxyHandler,), {"proxy": self})
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self.httpd = _ProxyServer(("127.0.0.1", self.port), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
