@@ -106,6 +106,21 @@ def file_tiered_cluster(base, **cluster_kwargs):
         yield c
 
 
+@contextlib.contextmanager
+def today_and_kip1248(base, segment_bytes: int, metadata_partitions: int, today_locators: tuple):
+    """Two EmbeddedClusters under ``base``: today's Kafka (``__remote_log_metadata`` with
+    ``metadata_partitions``, Aiven's layout, read with ``today_locators``) and a KIP-1248 broker
+    (Kafka's own layout, read with kip1248); each carries ``remote_dir``, ``layout`` and
+    ``locators`` for the tests."""
+    with EmbeddedCluster(str(base / "today"), remote_storage=f"file://{base}/today-remote", kip1248=False,
+                         remote_log_metadata_partitions=metadata_partitions, segment_bytes=segment_bytes) as today, \
+            EmbeddedCluster(str(base / "kip"), remote_storage=f"file://{base}/kip-remote", kip1248=True,
+                            layout="kafka-local-tiered", segment_bytes=segment_bytes) as kip:
+        today.remote_dir, today.layout, today.locators = f"{base}/today-remote", "aiven", today_locators
+        kip.remote_dir, kip.layout, kip.locators = f"{base}/kip-remote", "kafka-local-tiered", ("kip1248",)
+        yield today, kip
+
+
 @pytest.fixture(scope="module")
 def fixture_cluster(tmp_path_factory):
     with file_tiered_cluster(tmp_path_factory.mktemp("fixture-broker")) as c:

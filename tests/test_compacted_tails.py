@@ -22,7 +22,7 @@ import time
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker_fixtures import consume_confluent, consume_kafka_python
+from broker_fixtures import consume_confluent, consume_kafka_python, today_and_kip1248
 from histories import rows_of
 from spark_helpers import read_tasks
 
@@ -104,14 +104,8 @@ def make(c) -> None:
 
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory):
-    from kafka_tiered_source.testing import EmbeddedCluster
     base = tmp_path_factory.mktemp("tails")
-    with EmbeddedCluster(str(base / "today"), remote_storage=f"file://{base}/today-remote", kip1248=False,
-                         remote_log_metadata_partitions=1, segment_bytes=400) as today, \
-            EmbeddedCluster(str(base / "kip"), remote_storage=f"file://{base}/kip-remote", kip1248=True,
-                            layout="kafka-local-tiered", segment_bytes=400) as kip:
-        today.remote_dir, today.layout, today.locators = f"{base}/today-remote", "aiven", ("metadata-topic", "listing")
-        kip.remote_dir, kip.layout, kip.locators = f"{base}/kip-remote", "kafka-local-tiered", ("kip1248",)
+    with today_and_kip1248(base, 400, 1, ("metadata-topic", "listing")) as (today, kip):
         for c in (today, kip):
             make(c)
         yield {"today": today, "kip": kip}

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from broker_fixtures import today_and_kip1248
 from histories import History, rows_of
 from spark_helpers import read_tasks
 
@@ -35,7 +36,6 @@ from kafka_tiered_source import planning
 from kafka_tiered_source.errors import ConfigError, OfflinePlanningError
 from kafka_tiered_source.options import ReadOptions
 from kafka_tiered_source.storage.indexes import TXN_ENTRY
-from kafka_tiered_source.testing import EmbeddedCluster
 
 ISOLATION = ["read_uncommitted", "read_committed"]
 PID = 100
@@ -45,13 +45,7 @@ _topics = itertools.count()
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory):
     base = tmp_path_factory.mktemp("histories")
-    with EmbeddedCluster(str(base / "today"), remote_storage=f"file://{base}/today-remote", kip1248=False,
-                         remote_log_metadata_partitions=3, segment_bytes=4096) as today, \
-            EmbeddedCluster(str(base / "kip"), remote_storage=f"file://{base}/kip-remote", kip1248=True,
-                            layout="kafka-local-tiered", segment_bytes=4096) as kip:
-        today.remote_dir, today.layout, today.locators = f"{base}/today-remote", "aiven", \
-            ("metadata-topic", "listing", "auto")
-        kip.remote_dir, kip.layout, kip.locators = f"{base}/kip-remote", "kafka-local-tiered", ("kip1248",)
+    with today_and_kip1248(base, 4096, 3, ("metadata-topic", "listing", "auto")) as (today, kip):
         warm_up(today)
         yield today, kip
 
