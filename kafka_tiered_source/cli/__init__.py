@@ -36,14 +36,19 @@ def examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    for mod in SUBCOMMAND_MODULES:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or of ``only`` alone (``main`` when the command line
+    names one): ``kafka-tiered estimate`` then imports neither the embedded broker's modules
+    nor ``export``'s, and pays only for its own (issue 36's cold start)."""
+    for mod in SUBCOMMAND_MODULES if only is None else [f"{__name__}.{only}"]:
         importlib.import_module(mod)
     parser = argparse.ArgumentParser(prog="kafka-tiered", formatter_class=argparse.RawDescriptionHelpFormatter,
                                      description="Read Kafka topics out of tiered storage.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     firsts = []
     for name, (help, setup) in sorted(_REGISTRY.items()):
+        if only is not None and name != only:
+            continue
         p = sub.add_parser(name, help=help, description=help,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(_run=setup(p))
@@ -54,7 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    # A command named first is the only parser built (its module registers it); anything else
+    # (no command, --help, a misspelt one) gets the whole parser and its usage and errors.
+    only = given[0] if given and f"{__name__}.{given[0]}" in SUBCOMMAND_MODULES else None
+    args = build_parser(only).parse_args(argv)
     try:
         return args._run(args)
     except BrokenPipeError:   # `kafka-tiered dump x.log | head`: stop quietly
