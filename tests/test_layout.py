@@ -353,3 +353,26 @@ def test_planning_and_the_cli_import_no_arrow_spark_or_cloud_sdk():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(ROOT)).stdout.strip()
     assert out == "[]", out
+
+
+def test_a_named_command_imports_only_its_own_modules():
+    """``kafka-tiered estimate`` builds only its own parser (issue 36's cold start): not the
+    embedded broker's modules (crc32c, and through it importlib.metadata, email, zipfile), not
+    ``export``'s, and planning's error-only helpers (difflib) wait for an error."""
+    import subprocess
+    import sys
+    code = ("import contextlib, io, sys\n"
+            "from kafka_tiered_source.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    try:\n"
+            "        main(['estimate', '--help'])\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "assert '--bootstrap-servers' in out.getvalue(), out.getvalue()\n"
+            "from kafka_tiered_source.planning import checked, estimate, online\n"
+            "unwanted = ('kafka_tiered_source.testing', 'kafka_tiered_source.cli.broker', 'kafka_tiered_source.cli.export',\n"
+            "            'crc32c', 'importlib.metadata', 'email', 'zipfile', 'difflib')\n"
+            "print(sorted(m for m in sys.modules if m in unwanted))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(ROOT)).stdout.strip()
+    assert out == "[]", out

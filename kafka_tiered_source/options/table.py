@@ -15,7 +15,6 @@ generated from this table by :mod:`.codegen`.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Iterable
@@ -506,6 +505,8 @@ def in_group(*groups: str) -> tuple[Option, ...]:
 
 
 def suggestion(key: str, candidates) -> str:
+    import difflib   # here: only a wrong option name needs it (a new process's plan does not)
+
     close = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.75)
     return close[0] if close else ""
 

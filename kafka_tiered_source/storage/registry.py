@@ -6,7 +6,6 @@ points of the group ``kafka_tiered_source.fetchers``).  Built-in names cannot be
 """
 from __future__ import annotations
 
-import importlib.util
 from typing import Mapping
 
 from ..errors import ConfigError
@@ -21,6 +20,8 @@ __all__ = ["BUILTIN_FETCHERS", "ENTRY_POINT_GROUP", "available_fetchers", "creat
            "fetcher_class", "parse_config", "register_fetcher"]
 
 def _missing(modules) -> list[str]:
+    import importlib.util   # here: a file:// store, which needs no SDK, never asks
+
     missing = []
     for m in modules:
         try:
