@@ -23,7 +23,9 @@ in a temporary directory, written by a warm-up run first; this repository's own
 
 Also printed: the heavy packages a first plan imported (pyarrow, numpy, pyspark, boto3, fsspec,
 ssl, ...) and the broker connections it opened (CPython's ``socket.connect`` audit events)
-against the brokers it talked to.  Target: fixed cost <= 0.15 s (the ratio is printed).
+against the brokers it talked to, and each new process's CPU seconds (user + system, best and
+median; they move less with the machine's load than walls).  Target: fixed cost <= 0.15 s (the
+ratio is printed).
 ``--baseline DIR``: another checkout (e.g. ``git worktree add DIR main``, native extension built)
 measured the same way in the same run; the ratios after / before are printed.  Results go to
 ``benchmarks/results/cold_start.json``.
@@ -34,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -107,10 +110,16 @@ def child_env(pycache: str, tree: str = ROOT) -> dict:
     return env
 
 
+CPU: list[float] = []   # the CPU seconds (user + system) of each child run, in order
+
+
 def run(cmd: list[str], env: dict) -> tuple[float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, *cmd], env=env, cwd=env["PYTHONPATH"], capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if done.returncode:
         raise RuntimeError(f"{cmd[:3]} failed ({done.returncode}): {done.stderr[-2000:]}")
     return wall, done.stdout
@@ -127,10 +136,12 @@ def measure(env: dict, bootstrap: str, remote: str, repeat: int) -> dict:
            "--remote-storage-uri", remote]
     run(cli, env)                                    # writes the bytecode cache
     interp = [run(["-c", "pass"], env)[0] for _ in range(repeat)]
+    interp_cpu = CPU[-repeat:]
     cli_walls = [run(cli, env)[0] for _ in range(repeat)]
+    cli_cpu = CPU[-repeat:]
     cli_warm = json.loads(run(["-c", CLI_WARM, json.dumps(cli[2:])], env)[1])["warm_s"]
-    rows["interpreter"] = summary(interp)
-    rows["cli"] = {**summary(cli_walls), "warm_s": round(cli_warm, 4),
+    rows["interpreter"] = {**summary(interp), "cpu": summary(interp_cpu)}
+    rows["cli"] = {**summary(cli_walls), "cpu": summary(cli_cpu), "warm_s": round(cli_warm, 4),
                    "fixed_s": round(min(cli_walls) - cli_warm, 4),
                    "fixed_median_s": round(statistics.median(cli_walls) - cli_warm, 4)}
     rows["plans"] = {}
@@ -139,9 +150,11 @@ def measure(env: dict, bootstrap: str, remote: str, repeat: int) -> dict:
                 "remote.segment.locator": locator}
         got = [json.loads(run(["-c", CHILD, json.dumps(opts), json.dumps(HEAVY)], env)[1])
                for _ in range(repeat)]
+        plan_cpu = CPU[-repeat:]   # the whole child: its first plan and its five warm ones
         fixed = [g["first_s"] - g["warm_s"] for g in got]
         rows["plans"][locator] = {
             "first_s": summary([g["first_s"] for g in got]), "warm_s": round(min(g["warm_s"] for g in got), 4),
+            "cpu": summary(plan_cpu),
             "fixed_s": round(min(fixed), 4), "fixed_median_s": round(statistics.median(fixed), 4),
             "heavy_imports": got[-1]["heavy"], "modules": got[-1]["modules"],
             "connections": got[-1]["connects"], "brokers": sorted(set(got[-1]["connects"]))}
@@ -178,15 +191,18 @@ def main(argv=None) -> int:
         side = rows[name]
         print(f"-- {name} ({'this checkout' if name == 'after' else args.baseline})")
         i = side["interpreter"]
-        print(f"{'interpreter (python -c pass)':<34}{i['best_s']:8.3f} s {i['median_s']:8.3f} s")
+        print(f"{'interpreter (python -c pass)':<34}{i['best_s']:8.3f} s {i['median_s']:8.3f} s   CPU "
+              f"{i['cpu']['best_s']:.3f} s (median {i['cpu']['median_s']:.3f})")
         c = side["cli"]
         print(f"{'kafka-tiered estimate, new process':<34}{c['best_s']:8.3f} s {c['median_s']:8.3f} s   warm run "
               f"{c['warm_s']:.3f} s -> fixed cost {c['fixed_s']:.3f} s (median {c['fixed_median_s']:.3f}), "
-              f"{c['fixed_s'] / TARGET_S:.2f} of the {TARGET_S} s target")
+              f"{c['fixed_s'] / TARGET_S:.2f} of the {TARGET_S} s target; CPU {c['cpu']['best_s']:.3f} s "
+              f"(median {c['cpu']['median_s']:.3f})")
         for locator, r in side["plans"].items():
             print(f"{'first plan, ' + locator:<34}{r['first_s']['best_s']:8.3f} s {r['first_s']['median_s']:8.3f} s"
                   f"   warm plan {r['warm_s']:.3f} s -> fixed cost {r['fixed_s']:.3f} s (median "
-                  f"{r['fixed_median_s']:.3f}), {r['fixed_s'] / TARGET_S:.2f} of the target")
+                  f"{r['fixed_median_s']:.3f}), {r['fixed_s'] / TARGET_S:.2f} of the target; CPU of the "
+                  f"process (first plan + 5 warm) {r['cpu']['best_s']:.3f} s (median {r['cpu']['median_s']:.3f})")
             print(f"{'':<34}imported: {', '.join(r['heavy_imports']) or 'none of ' + '/'.join(HEAVY[:4])}; "
                   f"{r['modules']} modules; {len(r['connections'])} connection(s) to {len(r['brokers'])} broker(s)")
     if "before" in rows:
