@@ -27,7 +27,8 @@ against the brokers it talked to, and each new process's CPU seconds (user + sys
 median; they move less with the machine's load than walls).  Target: fixed cost <= 0.15 s (the
 ratio is printed).
 ``--baseline DIR``: another checkout (e.g. ``git worktree add DIR main``, native extension built)
-measured the same way in the same run; the ratios after / before are printed.  Results go to
+measured the same way in the same run, the two taking turns process by process (so a change of
+the machine's load falls on both); the ratios after / before are printed.  Results go to
 ``benchmarks/results/cold_start.json``.
 """
 from __future__ import annotations
@@ -129,32 +130,44 @@ def summary(values: list[float]) -> dict:
     return {"best_s": round(min(values), 4), "median_s": round(statistics.median(values), 4)}
 
 
-def measure(env: dict, bootstrap: str, remote: str, repeat: int) -> dict:
-    """One checkout's figures (``env`` names it): the interpreter, the CLI, the first plans."""
-    rows: dict = {}
-    cli = ["-m", "kafka_tiered_source.cli", "estimate", "--bootstrap-servers", bootstrap, "--topic", TOPIC,
-           "--remote-storage-uri", remote]
-    run(cli, env)                                    # writes the bytecode cache
-    interp = [run(["-c", "pass"], env)[0] for _ in range(repeat)]
-    interp_cpu = CPU[-repeat:]
-    cli_walls = [run(cli, env)[0] for _ in range(repeat)]
-    cli_cpu = CPU[-repeat:]
+LOCATORS = ("kip1248", "metadata-topic")
+
+
+def sample(env: dict, bootstrap: str, remote: str) -> dict:
+    """One new process of each kind for one checkout (``env`` names it): wall and CPU seconds."""
+    cli = cli_args(bootstrap, remote)
+    out: dict = {"interpreter": (run(["-c", "pass"], env)[0], CPU[-1]), "cli": (run(cli, env)[0], CPU[-1])}
+    for locator in LOCATORS:
+        opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC, "remote.storage.uri": remote,
+                "remote.segment.locator": locator}
+        got = json.loads(run(["-c", CHILD, json.dumps(opts), json.dumps(HEAVY)], env)[1])
+        out[locator] = (got, CPU[-1])   # CPU: the whole child, its first plan and its five warm ones
+    return out
+
+
+def cli_args(bootstrap: str, remote: str) -> list[str]:
+    return ["-m", "kafka_tiered_source.cli", "estimate", "--bootstrap-servers", bootstrap, "--topic", TOPIC,
+            "--remote-storage-uri", remote]
+
+
+def figures(env: dict, samples: list[dict], bootstrap: str, remote: str) -> dict:
+    """One checkout's figures from its samples: the interpreter, the CLI, the first plans."""
+    cli = cli_args(bootstrap, remote)
     cli_warm = json.loads(run(["-c", CLI_WARM, json.dumps(cli[2:])], env)[1])["warm_s"]
-    rows["interpreter"] = {**summary(interp), "cpu": summary(interp_cpu)}
-    rows["cli"] = {**summary(cli_walls), "cpu": summary(cli_cpu), "warm_s": round(cli_warm, 4),
+    interp = [x["interpreter"] for x in samples]
+    cli_runs = [x["cli"] for x in samples]
+    cli_walls = [w for w, _ in cli_runs]
+    rows: dict = {"interpreter": {**summary([w for w, _ in interp]), "cpu": summary([c for _, c in interp])}}
+    rows["cli"] = {**summary(cli_walls), "cpu": summary([c for _, c in cli_runs]), "warm_s": round(cli_warm, 4),
                    "fixed_s": round(min(cli_walls) - cli_warm, 4),
                    "fixed_median_s": round(statistics.median(cli_walls) - cli_warm, 4)}
     rows["plans"] = {}
-    for locator in ("kip1248", "metadata-topic"):
-        opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC, "remote.storage.uri": remote,
-                "remote.segment.locator": locator}
-        got = [json.loads(run(["-c", CHILD, json.dumps(opts), json.dumps(HEAVY)], env)[1])
-               for _ in range(repeat)]
-        plan_cpu = CPU[-repeat:]   # the whole child: its first plan and its five warm ones
+    for locator in LOCATORS:
+        got = [x[locator][0] for x in samples]
         fixed = [g["first_s"] - g["warm_s"] for g in got]
         rows["plans"][locator] = {
             "first_s": summary([g["first_s"] for g in got]), "warm_s": round(min(g["warm_s"] for g in got), 4),
-            "cpu": summary(plan_cpu),
+            "cpu": summary([x[locator][1] for x in samples]),
             "fixed_s": round(min(fixed), 4), "fixed_median_s": round(statistics.median(fixed), 4),
             "heavy_imports": got[-1]["heavy"], "modules": got[-1]["modules"],
             "connections": got[-1]["connects"], "brokers": sorted(set(got[-1]["connects"]))}
@@ -180,8 +193,17 @@ def main(argv=None) -> int:
         remote = f"file://{work}/remote"
         bootstrap, _ = tree.broker(os.path.join(work, "data"), remote)
         trees = [("after", ROOT)] + ([("before", os.path.abspath(args.baseline))] if args.baseline else [])
-        for side, path in trees:
-            rows[side] = measure(child_env(os.path.join(work, "pycache"), path), bootstrap, remote, args.repeat)
+        envs = {side: child_env(os.path.join(work, "pycache"), path) for side, path in trees}
+        for side in envs:
+            run(cli_args(bootstrap, remote), envs[side])   # writes the bytecode cache
+        # The checkouts take turns, one new process of each kind at a time, so a change in the
+        # machine's load during the run falls on both sides alike.
+        samples: dict = {side: [] for side in envs}
+        for _ in range(args.repeat):
+            for side, env in envs.items():
+                samples[side].append(sample(env, bootstrap, remote))
+        for side, env in envs.items():
+            rows[side] = figures(env, samples[side], bootstrap, remote)
     finally:
         tree.close()
         shutil.rmtree(work, ignore_errors=True)
