@@ -8,6 +8,7 @@ Each ``Backend`` knows how to upload an object and how to configure a fetcher th
 """
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import http.server
 import os
@@ -208,6 +209,24 @@ class Rule:
                 and (self.times is None or self.hits < self.times))
 
 
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """A request the proxy answered: its ``Range`` header, when it arrived (``start``) and when
+    the answer's body began to be written (``answering``: no client can have read the whole
+    answer before then, so a request it sent on reading it arrives later)."""
+    method: str
+    path: str
+    range: str | None
+    status: int
+    sent: int
+    start: float
+    answering: float
+
+    @property
+    def first_byte(self) -> int:
+        return int(self.range.split("=", 1)[1].split("-", 1)[0]) if self.range else 0
+
+
 class _ProxyServer(http.server.ThreadingHTTPServer):
     """A client that hangs up before its answer is written (a cancelled read, a killed task) is
     no error of the proxy's: it is not printed over the test's output."""
@@ -240,6 +259,8 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         with proxy.lock:
             proxy.log.append((self.command, self.path.split("?", 1)[0], status, len(sent), start,
                               time.monotonic()))
+            proxy.answers.append(Answer(self.command, self.path.split("?", 1)[0], self.headers.get("Range"),
+                                        status, len(sent), start, self.answering_at))
 
     def _answer(self, rule: Rule) -> bytes:
         self.send_response(rule.status)
@@ -247,6 +268,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(rule.body)))
         self.end_headers()
+        self.answering_at = time.monotonic()
         self.wfile.write(rule.body)
         return rule.body
 
@@ -281,6 +303,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         sent = b"" if self.command == "HEAD" else data
+        self.answering_at = time.monotonic()
         self.wfile.write(sent)
         if damage == "close-early":
             self.wfile.flush()
@@ -305,6 +328,7 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.rules: list[Rule] = []
         self.log: list[tuple] = []
+        self.answers: list[Answer] = []
         self.arrivals: dict[str, int] = {}      # GETs by path without the query
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
@@ -332,6 +356,7 @@ class FaultProxy:
         with self.lock:
             self.rules.clear()
             self.log.clear()
+            self.answers.clear()
             self.arrivals.clear()
 
     def add(self, rule: Rule) -> Rule:

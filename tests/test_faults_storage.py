@@ -225,8 +225,9 @@ def test_a_task_starts_with_small_parts(cluster, proxy):
     assert first.byte_end - first.byte_start > 2 * part
     batches, stats = read_all(opts, plan.tasks)
     assert_rows(batches)
-    gets = [n for method, path, status, n, start, _ in sorted(proxy.log, key=lambda e: e[4])
-            if method == "GET" and ".log" in path and status < 300]
+    gets = [a for a in proxy.answers if a.method == "GET" and ".log" in a.path and a.status < 300]
+    mine = [a for a in gets if first.segment.segment_id in a.path and first.byte_start <= a.first_byte < first.byte_end]
+    later = [a for a in gets if a not in mine]
     want, left = [], first.byte_end - first.byte_start
     for size in (part // 8, part // 4, part // 2):
         want.append(min(size, left))
@@ -234,12 +235,12 @@ def test_a_task_starts_with_small_parts(cluster, proxy):
     while left > 0:
         want.append(min(part, left))
         left -= want[-1]
-    # the first range's GETs go out together (the pool may start them in any order), and the
-    # later ranges' only once one of them came back (slow start)
-    assert sorted(gets[:len(want)]) == sorted(want)
-    later = gets[len(want):]
-    assert len(later) == sum(-(-(r.byte_end - r.byte_start) // part) for r in rest)
-    assert max(later) <= part and later.count(part) >= len(rest)
+    assert sorted(a.sent for a in mine) == sorted(want)
+    # the later ranges' GETs go out only once one of the first range's came back (slow start)
+    assert all(a.start >= min(m.answering for m in mine) for a in later)
+    sizes = [a.sent for a in later]
+    assert len(sizes) == sum(-(-(r.byte_end - r.byte_start) // part) for r in rest)
+    assert max(sizes) <= part and sizes.count(part) >= len(rest)
 
 
 # ---------------------------------------------------------------------------------------------
