@@ -53,19 +53,14 @@ static int r_fixed(rd_t *r, int size, int64_t *out)
     return 0;
 }
 
+static int r_tags(rd_t *r, const int sizes[2], int64_t vals[2]);
+
 /* A tagged-field section of a struct with no known tags: skipped, tags ascending and in bounds. */
 static int r_skip_tags(rd_t *r)
 {
-    uint64_t count, tag, size;
-    int64_t last = -1;
-    if (r_uvarint(r, &count)) return -1;
-    for (uint64_t i = 0; i < count; i++) {
-        if (r_uvarint(r, &tag) || (int64_t)tag <= last || r_uvarint(r, &size)) return -1;
-        last = (int64_t)tag;
-        if (size > (uint64_t)(r->n - r->pos)) return -1;
-        r->pos += (Py_ssize_t)size;
-    }
-    return 0;
+    static const int none[2] = {0, 0};
+    int64_t unused[2];
+    return r_tags(r, none, unused);
 }
 
 static const char B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
