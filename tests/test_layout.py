@@ -336,12 +336,18 @@ def test_scan_runs_without_spark():
             assert not [n for n in names if n.split(".")[0] == "pyspark"], f
 
 
+def _printed_by_a_new_process(code: str) -> str:
+    """What ``code`` prints, run by a new interpreter at the checkout's top (its imports its own)."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=os.path.dirname(ROOT)).stdout.strip()
+
+
 def test_planning_and_the_cli_import_no_arrow_spark_or_cloud_sdk():
     """A new process's first plan, and every ``kafka-tiered`` command's parser, pay only for
     what planning uses (issue 36): no pyarrow or numpy (the decoder's), no pyspark, no boto3,
     no fsspec (a ``file:///`` store is read without it), no ssl for a plain connection."""
-    import subprocess
-    import sys
     code = ("import sys, kafka_tiered_source, kafka_tiered_source.cli as cli\n"
             "from kafka_tiered_source import planning\n"
             "from kafka_tiered_source.planning import checked, estimate, online\n"
@@ -350,8 +356,7 @@ def test_planning_and_the_cli_import_no_arrow_spark_or_cloud_sdk():
             "cli.build_parser()\n"
             "heavy = ('pyarrow', 'numpy', 'pyspark', 'boto3', 'botocore', 'fsspec', 'ssl', 'pandas')\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=os.path.dirname(ROOT)).stdout.strip()
+    out = _printed_by_a_new_process(code)
     assert out == "[]", out
 
 
@@ -359,8 +364,6 @@ def test_a_named_command_imports_only_its_own_modules():
     """``kafka-tiered estimate`` builds only its own parser (issue 36's cold start): not the
     embedded broker's modules (crc32c, and through it importlib.metadata, email, zipfile), not
     ``export``'s, and planning's error-only helpers (difflib) wait for an error."""
-    import subprocess
-    import sys
     code = ("import contextlib, io, sys\n"
             "from kafka_tiered_source.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
@@ -373,6 +376,5 @@ def test_a_named_command_imports_only_its_own_modules():
             "unwanted = ('kafka_tiered_source.testing', 'kafka_tiered_source.cli.broker', 'kafka_tiered_source.cli.export',\n"
             "            'crc32c', 'importlib.metadata', 'email', 'zipfile', 'difflib')\n"
             "print(sorted(m for m in sys.modules if m in unwanted))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=os.path.dirname(ROOT)).stdout.strip()
+    out = _printed_by_a_new_process(code)
     assert out == "[]", out
