@@ -39,8 +39,8 @@ if "KAFKA_TIERED_CACHE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["KAFKA_TIERED_CACHE_DIR"], ignore_errors=True)
 
 
-# The suite runs on as many workers as the machine has cores (pytest-xdist, one test file per
-# worker at a time: a file's module fixtures are made once).  Files start longest first, so no
+# `make test` runs the suite on pytest-xdist workers (Makefile: TEST_WORKERS), one test file per
+# worker at a time: a file's module fixtures are made once.  Files start longest first, so no
 # worker is left with a long file when the others are done.  Seconds per file, serial, on a
 # 2-vCPU machine (pytest --junitxml); a file not named here is short, and runs after these.
 LONGEST_FIRST = {

@@ -213,7 +213,8 @@ class Rule:
 class Answer:
     """A request the proxy answered: its ``Range`` header, when it arrived (``start``) and when
     the answer's body began to be written (``answering``: no client can have read the whole
-    answer before then, so a request it sent on reading it arrives later)."""
+    answer before then, so a request it sent on reading it arrives later), and when it was
+    written (``end``)."""
     method: str
     path: str
     range: str | None
@@ -221,6 +222,7 @@ class Answer:
     sent: int
     start: float
     answering: float
+    end: float
 
     @property
     def first_byte(self) -> int:
@@ -256,11 +258,10 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             status, sent = rule.status, self._answer(rule)
         else:
             status, sent = self._forward(request_body, rule)
+        end = time.monotonic()
         with proxy.lock:
-            proxy.log.append((self.command, self.path.split("?", 1)[0], status, len(sent), start,
-                              time.monotonic()))
             proxy.answers.append(Answer(self.command, self.path.split("?", 1)[0], self.headers.get("Range"),
-                                        status, len(sent), start, self.answering_at))
+                                        status, len(sent), start, self.answering_at, end))
 
     def _answer(self, rule: Rule) -> bytes:
         self.send_response(rule.status)
@@ -317,9 +318,9 @@ class FaultProxy:
     """A threaded HTTP/1.1 reverse proxy in front of ``upstream_port`` that applies rules
     (:meth:`add`, :meth:`fail`) and records what it answered.
 
-    ``log`` holds one ``(method, path, status, body bytes sent, start, end)`` per request
-    answered (the path without its query; times from ``time.monotonic()``, end once the answer
-    is written): :meth:`gets` and :meth:`served_bytes` read it, so tests can hold a reader's
+    ``answers`` holds one :class:`Answer` per request answered (the path without its query;
+    times from ``time.monotonic()``); ``log`` gives each as ``(method, path, status, body bytes
+    sent, start, end)``: :meth:`gets` and :meth:`served_bytes` read it, so tests can hold a reader's
     counts to what the server really served.  :meth:`gets_for` counts GETs by path as they
     arrive (a stalled GET counts before it is answered).
     """
@@ -327,7 +328,6 @@ class FaultProxy:
     def __init__(self, upstream_port: int):
         self.upstream_port = upstream_port
         self.rules: list[Rule] = []
-        self.log: list[tuple] = []
         self.answers: list[Answer] = []
         self.arrivals: dict[str, int] = {}      # GETs by path without the query
         self.lock = threading.Lock()
@@ -337,6 +337,12 @@ class FaultProxy:
         self.httpd = _ProxyServer(("127.0.0.1", self.port), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def log(self) -> list[tuple]:
+        """``(method, path, status, body bytes sent, start, end)`` of each answer, in order."""
+        with self.lock:
+            return [(a.method, a.path, a.status, a.sent, a.start, a.end) for a in self.answers]
 
     @property
     def endpoint(self) -> str:
@@ -355,7 +361,6 @@ class FaultProxy:
     def reset(self):
         with self.lock:
             self.rules.clear()
-            self.log.clear()
             self.answers.clear()
             self.arrivals.clear()
 
@@ -387,8 +392,7 @@ class FaultProxy:
 
     def gets(self, match: str = "") -> list[tuple]:
         """The ``log`` entries of GETs answered whose path contains ``match``."""
-        with self.lock:
-            return [e for e in self.log if e[0] == "GET" and match in e[1]]
+        return [e for e in self.log if e[0] == "GET" and match in e[1]]
 
     def served_bytes(self, match: str = "") -> int:
         """Object bytes of successful GETs (error bodies are not object data)."""
