@@ -168,8 +168,9 @@ static size_t reader_ip(const block_reader *rd)
     return rd->codec == CODEC_LZ4 ? rd->u.lz4.ip : rd->u.snappy.ip;
 }
 
-_Static_assert(KT_LZ4_BLOCK == KT_SNAPPY_BLOCK && KT_LZ4_END == KT_SNAPPY_END &&
-               KT_LZ4_BAD == KT_SNAPPY_BAD, "the readers' result codes are one set");
+/* The two enums are distinct types: compared as ints (-Wenum-compare). */
+_Static_assert((int)KT_LZ4_BLOCK == (int)KT_SNAPPY_BLOCK && (int)KT_LZ4_END == (int)KT_SNAPPY_END &&
+               (int)KT_LZ4_BAD == (int)KT_SNAPPY_BAD, "the readers' result codes are one set");
 
 /* append_lz4 / append_snappy(data, pos, size, remaining, base_offset, base_timestamp,
  *     max_timestamp, log_append, min_offset, max_offset, origin, verify_crc, limit, flush)

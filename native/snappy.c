@@ -208,8 +208,10 @@ int kt_snappy_next(kt_snappy_stream *s, uint8_t *out, size_t *got)
         len = be32(s->in + s->ip);   /* checked by kt_snappy_begin */
         block = s->in + s->ip + 4;
     }
-    uint64_t size;
+    uint64_t size = 0;
+    /* kt_snappy_begin checked every preamble; a failed read here would be a bug, not data */
     const size_t pre = preamble(block, len, &size);
+    if (pre == 0) return bad(s, "block preamble");
     if (raw_block(block + pre, len - pre, out, (size_t)size) != 0) return bad(s, "corrupt block");
     s->ip = s->xerial ? s->ip + 4 + len : s->in_len;
     *got = (size_t)size;
