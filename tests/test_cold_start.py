@@ -31,6 +31,7 @@ for locator in ("kip1248", "metadata-topic"):
     connects.clear()
     kafka_tiered_source.estimate(None, {**opts, "remote.segment.locator": locator})
     out["plans"][locator] = [list(c) for c in connects]
+    out.setdefault("catalog_imported", "kafka_tiered_source.planning.metadata_topic" in sys.modules)
 out["built"] = sorted(messages.CLASSES.built())
 print(json.dumps(out))
 """
@@ -41,7 +42,8 @@ def test_a_first_plan_builds_only_what_it_uses_and_opens_one_connection_per_brok
     on first use, or written out by the option codegen); a first plan then builds only the
     messages a plan speaks (never Produce, transactions, groups or SASL on a plain connection),
     and opens one connection to the cluster's one broker, the bootstrap connection adopted as
-    that broker's, with either locator."""
+    that broker's, with either locator.  A KIP-1248 plan never imports the metadata-topic
+    locator (nor the catalog under it)."""
     remote = tmp_path / "remote"
     c = EmbeddedCluster(str(tmp_path / "data"), remote_storage=f"file://{remote}").start()
     try:
@@ -58,6 +60,7 @@ def test_a_first_plan_builds_only_what_it_uses_and_opens_one_connection_per_brok
     finally:
         c.stop()
     assert got["built_at_import"] == [] and got["dataclasses"] == []
+    assert got["catalog_imported"] is False
     for locator, connects in got["plans"].items():
         assert connects == [["127.0.0.1", port]], (locator, connects)
     unused = {"Produce", "InitProducerId", "AddPartitionsToTxn", "EndTxn", "FindCoordinator", "OffsetFetch",
