@@ -7,7 +7,6 @@ values of secret-bearing keys, and :class:`Secret` wraps a value whose repr/str 
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "***"
 
@@ -40,6 +39,7 @@ def redact_url(url: str | None) -> str | None:
     """Drop the query string and any user-info from a URL: ``https://h/p?<redacted>``."""
     if url is None:
         return None
+    from urllib.parse import urlsplit, urlunsplit   # (with ipaddress) only when a URL is shown
     try:
         parts = urlsplit(url)
     except ValueError:

@@ -3,7 +3,6 @@ storage layer's and the Kafka client's options, and docs/options.md's reference 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 import re
 import typing
@@ -14,7 +13,7 @@ import kafka_tiered_source
 from kafka_tiered_source.errors import ConfigError
 from kafka_tiered_source.options import (KAFKA_OPTIONS, OPTIONS, ClientConfig, FetcherConfig, ReadOptions,
                                          markdown_table, register_fetcher)
-from kafka_tiered_source.options import codegen, fields
+from kafka_tiered_source.options import codegen, fields, read_fields
 from kafka_tiered_source.options.table import KAFKA_BY_KEY
 from kafka_tiered_source.redact import Secret, is_secret_key
 from kafka_tiered_source.storage import RemoteStorageFetcher
@@ -186,22 +185,24 @@ def test_each_option_with_a_field_fills_it_and_nothing_else(opt):
 
 
 def test_the_typed_fields_are_generated_from_the_table():
-    with open(codegen.PATH, encoding="utf-8") as f:
-        assert f.read() == codegen.source(), \
-            "options/fields.py is stale: run python -m kafka_tiered_source.options.codegen"
+    for path, text in codegen.sources().items():
+        with open(path, encoding="utf-8") as f:
+            assert f.read() == text, \
+                f"options/{os.path.basename(path)} is stale: run python -m kafka_tiered_source.options.codegen"
     # enumerations are Literal types of their choices
-    hints = typing.get_type_hints(fields.ReadOptionsFields)
+    hints = typing.get_type_hints(read_fields.ReadOptionsFields, vars(read_fields))
     assert typing.get_args(hints["fetch_remote_fallback"]) == ("auto", "never", "always")
     assert typing.get_args(typing.get_type_hints(fields.FetcherConfigFields)["layout"]) == \
         ("aiven", "kafka-local-tiered", "template")
     assert hints["min_partitions"] == typing.Optional[int] and hints["include_headers"] is bool
     # and every field of those bases is a row of the table
     names = {o.field for o in OPTIONS if o.field is not None}
-    for base in (fields.ReadOptionsFields, fields.FetcherConfigFields, fields.QuotaConfigFields,
+    for base in (read_fields.ReadOptionsFields, fields.FetcherConfigFields, fields.QuotaConfigFields,
                  fields.ValuesConfigFields):
-        assert {f.name for f in dataclasses.fields(base)} <= names
+        assert set(base.OPTION_FIELDS) <= names
+        assert base.FIELDS[:len(base.OPTION_FIELDS)] == base.OPTION_FIELDS
     kafka_names = {o.field for o in KAFKA_OPTIONS if o.field is not None}
-    assert {f.name for f in dataclasses.fields(fields.ClientConfigFields)} == kafka_names
+    assert set(fields.ClientConfigFields.OPTION_FIELDS) == kafka_names
     client_hints = typing.get_type_hints(fields.ClientConfigFields, {**vars(fields), "Secret": Secret})
     assert client_hints["sasl_password"] == typing.Optional[Secret] and client_hints["retries"] is int
 
@@ -210,7 +211,7 @@ def _package_uses():
     """Attribute names read, string constants and f-string shapes (``f"{side}Offsets"`` as a
     pattern), in the package outside the table itself."""
     root = os.path.dirname(kafka_tiered_source.__file__)
-    skip = {os.path.join(root, "options", n) for n in ("table.py", "fields.py", "codegen.py")}
+    skip = {os.path.join(root, "options", n) for n in ("table.py", "fields.py", "read_fields.py", "codegen.py")}
     attrs, strings, shapes = set(), set(), set()
     for d, _, files in os.walk(root):
         for n in files:

@@ -162,7 +162,7 @@ def add_window_arguments(p: argparse.ArgumentParser) -> None:
 def window_options(args, opts: dict):
     """``(options, row filter)``: ``opts`` with the window's timestamp options, and the
     ``--where`` and ``--partition`` filters (None for none)."""
-    from ..planning.where import parse_where
+    from ..planning.filters import RowFilter
     opts = dict(opts)
     if args.since:
         opts["startingTimestamp"] = str(time_ms(args.since, args.time_zone, "--since"))
@@ -171,7 +171,10 @@ def window_options(args, opts: dict):
             opts["startingOffsetsByTimestampStrategy"] = "latest"
     if args.until:
         opts["endingTimestamp"] = str(time_ms(args.until, args.time_zone, "--until"))
-    row_filter = parse_where(args.where, time_zone=args.time_zone)
+    row_filter = RowFilter()
+    if args.where is not None:     # the SQL parser (and datetime) only for a --where
+        from ..planning.where import parse_where
+        row_filter = parse_where(args.where, time_zone=args.time_zone)
     parts = partition_filter(args)
     if parts is not None:
         row_filter = row_filter.and_(parts)

@@ -7,13 +7,12 @@ SaslConfigs rules, by option name); the stores they name are read when a client 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..redact import Secret
 from .oauth import LOGIN_MODULE as OAUTH_LOGIN_MODULE
 from .oauth import PROPERTIES as OAUTH_PROPERTIES
-from .oauth import OAuthConfig, oauth_config
+from .oauth import oauth_config
 from .fields import ClientConfigFields
 from .table import KAFKA_BY_KEY, IGNORED_KAFKA_KEYS, unknown_kafka
 from .tls import HOSTNAME_KEYS, TlsSettings, enabled_protocols, hostname_rule
@@ -102,19 +101,14 @@ def parse_servers(text: str) -> tuple:
     return tuple(out)
 
 
-@dataclass(frozen=True, kw_only=True)
 class ClientConfig(ClientConfigFields):
     """Typed, frozen client settings.  Build with :meth:`from_properties` from Kafka's own key
     names.  Secrets are :class:`~kafka_tiered_source.redact.Secret` and never show in reprs.
     The fields that are one property each come from the option table (:class:`.fields.
-    ClientConfigFields`); those below are built from several, or spelt differently."""
-
-    bootstrap_servers: tuple[tuple[str, int], ...]
-    security_protocol: str = "PLAINTEXT"
-    sasl_mechanism: str = "PLAIN"
-    ssl_enabled_protocols: tuple[str, ...] = ()
-    oauth: OAuthConfig | None = None
-    isolation_level: int = READ_UNCOMMITTED
+    ClientConfigFields`), then those built from several, or spelt differently
+    (``bootstrap_servers``, ``security_protocol``, ``sasl_mechanism``, ``ssl_enabled_protocols``,
+    ``oauth``, ``isolation_level``: READ_UNCOMMITTED or READ_COMMITTED)."""
+    __slots__ = ()
 
     def __post_init__(self):
         if self.security_protocol not in PROTOCOLS:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 from ..redact import Secret
@@ -84,6 +83,7 @@ class OAuthConfig:
 
     @property
     def file_path(self) -> str:
+        from urllib.parse import urlsplit   # (with ipaddress) only where OAuth is configured
         parts = urlsplit(self.token_endpoint_url)
         return parts.path if not parts.netloc else f"//{parts.netloc}{parts.path}"
 
@@ -108,6 +108,7 @@ def oauth_config(props: dict, jaas: dict | None, handler: str | None, parse) -> 
                           "provider's token endpoint, or file:///path of a token)",
                           option="sasl.oauthbearer.token.endpoint.url")
     url = str(url).strip()
+    from urllib.parse import urlsplit
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https", "file") or (scheme != "file" and not urlsplit(url).hostname):
         raise ConfigError(f"sasl.oauthbearer.token.endpoint.url must be an http(s):// or file: URL, "

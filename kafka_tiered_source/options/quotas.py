@@ -2,14 +2,12 @@
 remote storage.  :mod:`kafka_tiered_source.quota` enforces them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .fields import QuotaConfigFields
 
 
-@dataclass(frozen=True)
 class QuotaConfig(QuotaConfigFields):
     """The ``quota.*`` options (None = unlimited; the fields are :class:`.fields.QuotaConfigFields`)."""
+    __slots__ = ()
 
     @property
     def enabled(self) -> bool:

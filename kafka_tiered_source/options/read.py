@@ -37,16 +37,16 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import ConfigError
-from ..model import EarliestOffsets, LatestOffsets, OffsetBound, Strategy
-from ..redact import REDACTED, is_secret_key
+from ..model import LatestOffsets, OffsetBound
 from . import offsets
 from . import values as v
-from .fields import IsolationLevel, ReadOptionsFields
+from .fields import IsolationLevel
+from .option_map import OptionMap
 from .pricing import CostModel
+from .read_fields import ReadOptionsFields
 from .quotas import QuotaConfig
 from .storage import FetcherConfig
 from .table import BY_KEY, ISOLATION_LEVELS, OPTIONS, Option, in_group, unknown, unknown_kafka
@@ -91,54 +91,6 @@ _REFUSED_KAFKA = {
 }
 
 
-class OptionMap(Mapping):
-    """An immutable, picklable ``str -> str`` mapping whose repr hides secret values.
-
-    Used for the ``kafka.*`` pass-through settings.
-    """
-
-    __slots__ = ("_items", "_dict")
-    _items: tuple[tuple[str, str], ...]
-    _dict: dict[str, str]
-
-    def __init__(self, items=()):
-        pairs = tuple(sorted(dict(items).items()))
-        object.__setattr__(self, "_items", pairs)
-        object.__setattr__(self, "_dict", dict(pairs))
-
-    def __getitem__(self, key):
-        return self._dict[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._dict)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __setattr__(self, name, value):
-        raise AttributeError("OptionMap is immutable")
-
-    def __eq__(self, other):
-        if isinstance(other, OptionMap):
-            return self._items == other._items
-        return isinstance(other, Mapping) and dict(self._items) == dict(other)
-
-    def __hash__(self):
-        return hash(self._items)
-
-    def __reduce__(self):
-        return (OptionMap, (self._items,))
-
-    def redacted(self) -> dict:
-        return {k: (REDACTED if is_secret_key(k) else v) for k, v in self._items}
-
-    def __repr__(self) -> str:
-        return f"OptionMap({self.redacted()!r})"
-
-    __str__ = __repr__
-
-
-@dataclass(frozen=True, kw_only=True)
 class ReadOptions(ReadOptionsFields):
     """Everything a batch read needs from the options, parsed and checked.
 
@@ -150,21 +102,10 @@ class ReadOptions(ReadOptionsFields):
     ``kafka`` holds every ``kafka.*`` option with the prefix stripped, for the broker client
     (security settings and the rest).  ``storage`` is the storage layer's own parse of the
     ``remote.storage.*`` and ``fetch.remote.*`` options; ``fetch_remote_enabled``
-    (``fetch.remote.enabled``) false means every offset is fetched from the brokers.
+    (``fetch.remote.enabled``) false means every offset is fetched from the brokers.  Every
+    field is declared in :class:`.read_fields.ReadOptionsFields` (generated: plain, frozen).
     """
-    strategy: Strategy
-    bootstrap_servers: tuple[str, ...] = ()
-    starting_offsets: OffsetBound = EarliestOffsets()
-    ending_offsets: OffsetBound = LatestOffsets()
-    isolation_level: IsolationLevel = "read_uncommitted"
-    client_id: str = "kafka-tiered"
-    kafka: OptionMap = field(default_factory=OptionMap)
-    storage: FetcherConfig = field(default_factory=FetcherConfig)
-    ignored: tuple[str, ...] = ()           # accepted-but-ignored options, canonical names
-    cost: CostModel = field(default_factory=CostModel)       # cost.*
-    quota: QuotaConfig = field(default_factory=QuotaConfig)  # quota.*
-    streaming: bool = False                 # parsed for readStream (the rate limits apply)
-    values: ValuesConfig = field(default_factory=ValuesConfig)  # key.format, value.format, the registry
+    __slots__ = ()
 
     @property
     def offline(self) -> bool:

@@ -10,7 +10,6 @@ whichever fetcher is configured), ``remote.storage.custom.*`` (for a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import ConfigError
@@ -23,12 +22,12 @@ from .table import BY_KEY, TEXT, unknown
 _FIELDS = {o.key: o for o in BY_KEY.values() if o.config == "FetcherConfig"}
 
 
-@dataclass(frozen=True)
 class FetcherConfig(FetcherConfigFields):
     """The fetchers' configuration: the option-backed fields (:class:`.fields.FetcherConfigFields`:
-    fetcher, layout, prefix, timeouts, part size, retries...) and the backend's own options."""
-    # remote.storage.<backend>.* and remote.storage.custom.*, full keys; secrets wrapped in Secret.
-    backend_options: tuple[tuple[str, Any], ...] = ()
+    fetcher, layout, prefix, timeouts, part size, retries...) and the backend's own options
+    (``backend_options``: remote.storage.<backend>.* and remote.storage.custom.*, full keys;
+    secrets wrapped in Secret).  ``replace(**changes)`` is the generated base's."""
+    __slots__ = ()
 
     @property
     def configured(self) -> bool:
@@ -48,10 +47,6 @@ class FetcherConfig(FetcherConfigFields):
             raise ConfigError(f"option {key} is required for fetcher {self.fetcher_class or self.fetcher!r}",
                               option=key)
         return v
-
-    def replace(self, **changes) -> "FetcherConfig":
-        from dataclasses import replace
-        return replace(self, **changes)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> "FetcherConfig":

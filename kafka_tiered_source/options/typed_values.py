@@ -9,8 +9,8 @@ options so executors never ask for a reader schema themselves.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Mapping
 
 from ..errors import ConfigError
 from ..redact import redact_url
@@ -42,11 +42,10 @@ class SideConfig:
         return self.format in REGISTRY_FORMATS
 
 
-@dataclass(frozen=True)
 class ValuesConfig(ValuesConfigFields):
     """The typed-values options (:class:`.fields.ValuesConfigFields`) and the reader schemas the
     driver resolved for them (``readers``: None until then)."""
-    readers: Any = None
+    __slots__ = ()
 
     def side(self, name: str) -> SideConfig:
         if name == "key":
@@ -70,11 +69,11 @@ class ValuesConfig(ValuesConfigFields):
 
     def __repr__(self) -> str:
         shown = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "registry_url" and value is not None:
+        for name in self.FIELDS:
+            value = getattr(self, name)
+            if name == "registry_url" and value is not None:
                 value = ",".join(str(redact_url(u)) for u in self.registry_urls)
-            shown.append(f"{f.name}={value!r}")
+            shown.append(f"{name}={value!r}")
         return f"ValuesConfig({', '.join(shown)})"
 
     __str__ = __repr__

@@ -27,12 +27,14 @@ a filter that is left to Spark.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import operator
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any, Callable, Iterable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
+
+if TYPE_CHECKING:
+    import datetime as _dt
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,6 @@ log = logging.getLogger(__name__)
 COLUMNS = {"topic": "string", "partition": "int", "offset": "int", "timestamp": "timestamp",
            "timestampType": "int"}
 _BY_LOWER = {c.lower(): c for c in COLUMNS}
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 # Operators: comparisons, set membership, string matches, and the two constants a null test
@@ -162,8 +163,9 @@ def _literal(column: str, v) -> str:
 def format_micros(us: int) -> str:
     """Microseconds since the epoch as an ISO 8601 UTC string, to the millisecond unless the
     microseconds say more."""
+    import datetime as _dt   # datetime only where a time is shown or compared, not in every plan
     try:
-        t = _EPOCH + _dt.timedelta(microseconds=us)
+        t = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(microseconds=us)
     except OverflowError:     # past datetime's years 1-9999 (Spark's range is wider)
         return f"{us} microseconds since the epoch"
     spec = "milliseconds" if us % 1000 == 0 else "microseconds"
@@ -172,7 +174,8 @@ def format_micros(us: int) -> str:
 
 def micros(t: _dt.datetime) -> int:
     """A time-zone-aware datetime as exact microseconds since the epoch."""
-    return (t - _EPOCH) // _dt.timedelta(microseconds=1)
+    import datetime as _dt
+    return (t - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -290,6 +293,7 @@ def value_of(column: str, v):
     exactly (a null, a naive datetime, a float, a bool, ...)."""
     kind = COLUMNS[column]
     if kind == "timestamp":
+        import datetime as _dt
         if isinstance(v, _dt.datetime) and v.tzinfo is not None and v.utcoffset() is not None:
             us = micros(v)
             return us if _INT64[0] <= us <= _INT64[1] else None

@@ -23,6 +23,7 @@ read tasks.
 from __future__ import annotations
 
 import logging
+from typing import Any, Callable, Sequence
 
 from ..errors import BrokerError, ConfigError
 from ..ids import uuid_to_str
@@ -30,12 +31,10 @@ from ..model import EARLIEST, LATEST, Assign, Subscribe, SubscribePattern
 from ..storage.protocols import SegmentCatalog
 from . import aiven_manifests
 from .bounds import BROKER, check_range, resolve_bounds
-from .catalog_snapshots import SnapshotStore
 from .filters import narrow_ranges, restrict_partitions
 from .kip1248 import Kip1248Locator
 from .listing import ListingLocator
-from .locate import BrokerLocator, LocatorChoice, SegmentLocator, TieredEnds, Unavailable
-from .metadata_topic import MetadataTopicLocator
+from .locate import BrokerLocator, Key, Located, LocatorChoice, SegmentLocator, TieredEnds, Unavailable
 from .packing import plan_read_tasks
 from .plan import PartitionRange, Plan
 from .segment_reads import SegmentReads
@@ -141,10 +140,10 @@ class Planner:
         kip: SegmentLocator = Kip1248Locator(client, isolation_level=self.iso, storage_configured=o.storage.configured,
                                              strict=o.segment_locator == "kip1248", tiered_ends=tiered)
         metadata: SegmentLocator = (
-            MetadataTopicLocator(client, fetcher, topic=o.metadata_topic, isolation_level=self.iso,
-                                 index_of=self.reads.offset_index, refresh=self.refresh,
-                                 snapshots=SnapshotStore.from_option(o.metadata_cache_dir),
-                                 ask_on_storage_fault=o.fetch_remote_fallback != "never")
+            _MetadataTopic(lambda locator, snapshots: locator(
+                client, fetcher, topic=o.metadata_topic, isolation_level=self.iso, index_of=self.reads.offset_index,
+                refresh=self.refresh, snapshots=snapshots(o.metadata_cache_dir),
+                ask_on_storage_fault=o.fetch_remote_fallback != "never"))
             if fetcher is not None else
             Unavailable("metadata-topic", "it needs a remote.storage.fetcher to read the segments it finds"))
         listing: SegmentLocator = (
@@ -169,9 +168,9 @@ class Planner:
         # unused), so that a broker answering a compacted tail with no records is read past, not
         # waited on (executor/reader.py).
         kip_spans = Kip1248Locator(client, isolation_level=self.iso, storage_configured=False, spans_only=True)
-        metadata_spans = MetadataTopicLocator(client, None, topic=o.metadata_topic, isolation_level=self.iso,
-                                              refresh=self.refresh, spans_only=True,
-                                              snapshots=SnapshotStore.from_option(o.metadata_cache_dir))
+        metadata_spans = _MetadataTopic(lambda locator, snapshots: locator(
+            client, None, topic=o.metadata_topic, isolation_level=self.iso, refresh=self.refresh, spans_only=True,
+            snapshots=snapshots(o.metadata_cache_dir)))
         undirected = [(tiered.none_in, broker),
                       (lambda pr: metadata_spans.available(), metadata_spans),
                       (lambda pr: client.advertises_kip1248(pr.topic, pr.partition), kip_spans)]
@@ -196,6 +195,34 @@ class Planner:
         if self.options.read_committed:
             tasks, costs = with_txn_all(tasks, ranges, located)
         return Plan(tasks, ranges, segments, locators, marker_costs=costs)
+
+
+class _MetadataTopic:
+    """The metadata-topic locator (:mod:`.metadata_topic`), made when a plan first asks it: a plan
+    whose brokers answer KIP-1248 never imports it, nor the catalog and replay under it (a new
+    process's cold start, issue 36).  ``make(MetadataTopicLocator, SnapshotStore.from_option)``
+    makes it."""
+    name = "metadata-topic"
+
+    def __init__(self, make: Callable[[Any, Any], Any]):
+        self._make = make
+        self._made: Any = None
+
+    def _locator(self) -> Any:
+        if self._made is None:
+            from .catalog_snapshots import SnapshotStore
+            from .metadata_topic import MetadataTopicLocator
+            self._made = self._make(MetadataTopicLocator, SnapshotStore.from_option)
+        return self._made
+
+    def available(self) -> bool:
+        return self._locator().available()
+
+    def refusal(self, pr: PartitionRange) -> str | None:
+        return self._locator().refusal(pr)
+
+    def locate_all(self, prs: Sequence[PartitionRange]) -> dict[Key, Located]:
+        return self._locator().locate_all(prs)
 
 
 def _log_locators(locators: dict) -> None:

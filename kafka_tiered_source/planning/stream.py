@@ -20,7 +20,6 @@ import json
 import logging
 import math
 import time
-from dataclasses import replace
 
 from ..errors import ConfigError, DataLossError
 from ..model import EARLIEST, LATEST, Assign, EarliestOffsets, GlobalTimestamp, LatestOffsets, \
@@ -187,7 +186,7 @@ class StreamPlanner:
         if not keys:
             return {}
         # sizes only: planned read_uncommitted, so no marker past the end is looked for
-        planned = plan(replace(range_options(self.options, begin, latest, keys), isolation_level="read_uncommitted"))
+        planned = plan(range_options(self.options, begin, latest, keys).replace(isolation_level="read_uncommitted"))
         size: dict = {}
         for t in planned.tasks:
             for r in t.ranges:
@@ -201,8 +200,8 @@ def range_options(options, start: dict, end: dict, keys=None):
     partitions); a partition without a start begins at its earliest offset."""
     keys = sorted(keys if keys is not None else end)
     tps = tuple(TopicPartition(t, p) for t, p in keys)
-    return replace(options, strategy=Assign(tps), streaming=False,
-                   starting_offsets=SpecificOffsets(tuple((TopicPartition(t, p), start.get((t, p), EARLIEST))
-                                                          for t, p in keys)),
-                   ending_offsets=SpecificOffsets(tuple((TopicPartition(t, p), end[(t, p)]) for t, p in keys)))
+    return options.replace(strategy=Assign(tps), streaming=False,
+                           starting_offsets=SpecificOffsets(tuple((TopicPartition(t, p), start.get((t, p), EARLIEST))
+                                                                  for t, p in keys)),
+                           ending_offsets=SpecificOffsets(tuple((TopicPartition(t, p), end[(t, p)]) for t, p in keys)))
 

@@ -3,16 +3,19 @@
 Transcribed from Apache Kafka's ``clients/src/main/resources/common/message/*.json`` (4.x line:
 field names, types, version ranges, nullability, tags, defaults; the prose is left out), plus the
 provisional KIP-1248 tagged fields on Fetch (numbers in :mod:`.kip1248`).  Classes are generated
-at import (``FetchRequest``, ``FetchResponse.PartitionData``, ...: :mod:`.structs`).
+on first use (``FetchRequest``, ``FetchResponse.PartitionData``, ...: :mod:`.structs`).
 
 Version ranges follow upstream 4.x (KIP-896 removed the oldest versions; Produce is 3-13 and
 InitProducerId 0-6 upstream).  A broker built on this may advertise narrower ranges.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
 from . import kip1248 as K
 from .schema import Field as F, Message
-from .structs import build_message_class
+from .structs import MessageClasses
 
 API_VERSIONS_REQUEST = Message('ApiVersionsRequest', 18, 'request', valid='0-4', flexible='3+', fields=[
     F('ClientSoftwareName', 'string', '3+'),
@@ -539,62 +542,50 @@ DESCRIBE_CONFIGS_RESPONSE = Message('DescribeConfigsResponse', 32, 'response', v
 ])
 
 DECLARATIONS = [v for v in list(globals().values()) if isinstance(v, Message)]
-
-REQUESTS: dict = {}    # api key -> request class
-RESPONSES: dict = {}   # api key -> response class
-API_NAMES: dict = {}   # api key -> "Fetch"
-_CLASSES: dict = {}
+_BY_NAME = {d.name: d for d in DECLARATIONS}
 
 for _decl in DECLARATIONS:
-    _cls = build_message_class(_decl, __name__)
-    _CLASSES[_decl.name] = _cls
-    (REQUESTS if _decl.kind == "request" else RESPONSES)[_decl.api_key] = _cls
-    if _decl.kind == "request":
-        API_NAMES[_decl.api_key] = _decl.name[: -len("Request")]
-del _decl, _cls
+    _peer = _BY_NAME[_decl.name[: -len(_decl.kind)] + ("Response" if _decl.kind == "request" else "Request")]
+    if (_decl.valid, _decl.flexible) != (_peer.valid, _peer.flexible):
+        raise ImportError(f"{_decl.name}/{_peer.name}: request and response version ranges differ")
+del _decl, _peer
 
-for _k, _req in REQUESTS.items():
-    _resp = RESPONSES[_k]
-    if _req.VALID_VERSIONS != _resp.VALID_VERSIONS or _req.FLEXIBLE_VERSIONS != _resp.FLEXIBLE_VERSIONS:
-        raise ImportError(f"{_req.NAME}/{_resp.NAME}: request and response version ranges differ")
-del _k, _req, _resp
+API_NAMES = {d.api_key: d.name[: -len("Request")] for d in DECLARATIONS if d.kind == "request"}  # 1 -> "Fetch"
+
+# The classes are built on first use (a process that only plans builds the few it uses, not all):
+# REQUESTS / RESPONSES and the module's attributes (FetchRequest, ...) build them.
+CLASSES = MessageClasses(DECLARATIONS, __name__)
+REQUESTS: Mapping[int, Any] = CLASSES.by_api_key("request")    # api key -> request class
+RESPONSES: Mapping[int, Any] = CLASSES.by_api_key("response")  # api key -> response class
 
 
 def api_name(api_key: int) -> str:
     return API_NAMES.get(api_key, f"api key {api_key}")
 
 
-# The generated classes, by name (spelled out so readers and tools can find them).
-ApiVersionsRequest = _CLASSES["ApiVersionsRequest"]
-ApiVersionsResponse = _CLASSES["ApiVersionsResponse"]
-MetadataRequest = _CLASSES["MetadataRequest"]
-MetadataResponse = _CLASSES["MetadataResponse"]
-ListOffsetsRequest = _CLASSES["ListOffsetsRequest"]
-ListOffsetsResponse = _CLASSES["ListOffsetsResponse"]
-FetchRequest = _CLASSES["FetchRequest"]
-FetchResponse = _CLASSES["FetchResponse"]
-ProduceRequest = _CLASSES["ProduceRequest"]
-ProduceResponse = _CLASSES["ProduceResponse"]
-SaslHandshakeRequest = _CLASSES["SaslHandshakeRequest"]
-SaslHandshakeResponse = _CLASSES["SaslHandshakeResponse"]
-SaslAuthenticateRequest = _CLASSES["SaslAuthenticateRequest"]
-SaslAuthenticateResponse = _CLASSES["SaslAuthenticateResponse"]
-FindCoordinatorRequest = _CLASSES["FindCoordinatorRequest"]
-FindCoordinatorResponse = _CLASSES["FindCoordinatorResponse"]
-InitProducerIdRequest = _CLASSES["InitProducerIdRequest"]
-InitProducerIdResponse = _CLASSES["InitProducerIdResponse"]
-AddPartitionsToTxnRequest = _CLASSES["AddPartitionsToTxnRequest"]
-AddPartitionsToTxnResponse = _CLASSES["AddPartitionsToTxnResponse"]
-EndTxnRequest = _CLASSES["EndTxnRequest"]
-EndTxnResponse = _CLASSES["EndTxnResponse"]
-OffsetFetchRequest = _CLASSES["OffsetFetchRequest"]
-OffsetFetchResponse = _CLASSES["OffsetFetchResponse"]
-OffsetCommitRequest = _CLASSES["OffsetCommitRequest"]
-OffsetCommitResponse = _CLASSES["OffsetCommitResponse"]
-GetTelemetrySubscriptionsRequest = _CLASSES["GetTelemetrySubscriptionsRequest"]
-GetTelemetrySubscriptionsResponse = _CLASSES["GetTelemetrySubscriptionsResponse"]
-PushTelemetryRequest = _CLASSES["PushTelemetryRequest"]
-PushTelemetryResponse = _CLASSES["PushTelemetryResponse"]
-OffsetForLeaderEpochRequest = _CLASSES["OffsetForLeaderEpochRequest"]
-OffsetForLeaderEpochResponse = _CLASSES["OffsetForLeaderEpochResponse"]
-DescribeConfigsRequest, DescribeConfigsResponse = _CLASSES["DescribeConfigsRequest"], _CLASSES["DescribeConfigsResponse"]
+def __getattr__(name: str) -> Any:
+    """``messages.FetchRequest`` (and ``from .messages import FetchRequest``): built on first use."""
+    if name in _BY_NAME:
+        cls = globals()[name] = CLASSES[name]
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:   # the generated classes, by name (spelled out so readers and tools can find them)
+    ApiVersionsRequest: Any; ApiVersionsResponse: Any
+    MetadataRequest: Any; MetadataResponse: Any
+    ListOffsetsRequest: Any; ListOffsetsResponse: Any
+    FetchRequest: Any; FetchResponse: Any
+    ProduceRequest: Any; ProduceResponse: Any
+    SaslHandshakeRequest: Any; SaslHandshakeResponse: Any
+    SaslAuthenticateRequest: Any; SaslAuthenticateResponse: Any
+    FindCoordinatorRequest: Any; FindCoordinatorResponse: Any
+    InitProducerIdRequest: Any; InitProducerIdResponse: Any
+    AddPartitionsToTxnRequest: Any; AddPartitionsToTxnResponse: Any
+    EndTxnRequest: Any; EndTxnResponse: Any
+    OffsetFetchRequest: Any; OffsetFetchResponse: Any
+    OffsetCommitRequest: Any; OffsetCommitResponse: Any
+    GetTelemetrySubscriptionsRequest: Any; GetTelemetrySubscriptionsResponse: Any
+    PushTelemetryRequest: Any; PushTelemetryResponse: Any
+    OffsetForLeaderEpochRequest: Any; OffsetForLeaderEpochResponse: Any
+    DescribeConfigsRequest: Any; DescribeConfigsResponse: Any

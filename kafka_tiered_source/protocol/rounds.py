@@ -12,7 +12,6 @@ on from the offsets the caller's ``advance`` has recorded; any other partition e
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import BrokerError
@@ -50,6 +49,7 @@ def fetch_rounds(client: "BrokerClient", starts: dict[Key, Ask], advance: Advanc
         if len(by_leader) == 1:
             walk(*next(iter(by_leader.items())))
         else:
+            from concurrent.futures import ThreadPoolExecutor   # a cluster's rounds, not one broker's
             with ThreadPoolExecutor(max_workers=min(8, len(by_leader))) as pool:
                 for f in [pool.submit(walk, c, ks) for c, ks in by_leader.items()]:
                     f.result()

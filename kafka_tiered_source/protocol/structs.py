@@ -1,13 +1,14 @@
 """The classes generated from message declarations: :class:`Struct`, :class:`MessageStruct`.
 
-At import :func:`build_message_class` turns a :class:`~.schema.Message` into a plain Python class:
+On first use (:class:`MessageClasses`) :func:`build_message_class` turns a :class:`~.schema.Message` into a plain Python class:
 snake_case attributes, defaults, ``__eq__``, a ``__repr__`` that hides sensitive fields, nested
 struct classes as attributes (``FetchRequest.FetchTopic``, as kmsg does).  A message's
 ``encode``/``decode`` are :mod:`.bodies`'.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar, cast
 
 from .bodies import decode_body, encode_body
 from .schema import Field, Message, VersionRange
@@ -199,3 +200,47 @@ def build_message_class(decl: Message, module: str | None = None) -> type[Messag
             v.__qualname__ = f"{decl.name}.{k}"
         setattr(cls, k, v)
     return cls
+
+
+class MessageClasses(Mapping):
+    """name -> the generated class of each of ``declarations``, built on first look-up (a process
+    pays for the messages it speaks, not for all of them)."""
+
+    def __init__(self, declarations: list[Message], module: str):
+        self._decls = {d.name: d for d in declarations}
+        self._module = module
+        self._built: dict[str, type[MessageStruct]] = {}
+
+    def __getitem__(self, name: str) -> type[MessageStruct]:
+        cls = self._built.get(name)
+        if cls is None:
+            cls = self._built[name] = build_message_class(self._decls[name], self._module)
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._decls)
+
+    def __len__(self) -> int:
+        return len(self._decls)
+
+    def built(self) -> list[str]:
+        """The names of the classes built so far."""
+        return list(self._built)
+
+    def by_api_key(self, kind: str) -> Mapping[int, Any]:
+        """api key -> the ``kind`` ("request" or "response") class, built when looked up."""
+        return _ByApiKey(self, {d.api_key: d.name for d in self._decls.values() if d.kind == kind})
+
+
+class _ByApiKey(Mapping):
+    def __init__(self, classes: MessageClasses, names: dict[int, str]):
+        self._classes, self._names = classes, names
+
+    def __getitem__(self, api_key: int) -> Any:
+        return self._classes[self._names[api_key]]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)

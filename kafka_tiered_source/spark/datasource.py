@@ -80,10 +80,9 @@ class KafkaTieredDataSource(DataSource):
 
     def streamReader(self, schema):
         from .stream import KafkaTieredStreamReader
-        from dataclasses import replace
         ctx = self.context
         # the reader schemas schema() was given
-        options = replace(ReadOptions.parse(self.options, streaming=True), values=self.read_options.values)
+        options = ReadOptions.parse(self.options, streaming=True).replace(values=self.read_options.values)
         return KafkaTieredStreamReader(with_metrics_dir(options, ctx.metrics_dir, ctx.session),
                                        ctx.accumulator, ctx.app_id)
 

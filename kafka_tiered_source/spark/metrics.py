@@ -28,7 +28,6 @@ sets ``metrics.dir`` and :func:`read_history` is given the same directory).
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import weakref
@@ -121,7 +120,7 @@ def with_metrics_dir(options, directory: str | None, session: str | None):
     if options.metrics_dir or not (directory or session):
         return options
     from ..metrics.directory import resolve
-    return dataclasses.replace(options, metrics_dir=resolve(directory, session))
+    return options.replace(metrics_dir=resolve(directory, session))
 
 
 def set_connect_dir(session: str, directory: str | None) -> None:

@@ -23,8 +23,7 @@ import logging
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import (ListingNotSupported, RemoteConnectionError, RemoteStorageError, RemoteThrottled)
 from ..options.storage import FetcherConfig
@@ -36,6 +35,9 @@ from .store import RETRIABLE, THROTTLE_CODES, ByteRangeStore, classify_status
 
 __all__ = ["RemoteStorageFetcher", "ObjectStoreFetcher", "ByteRangeStore", "RemoteConnectionError",
            "ListingNotSupported", "RETRIABLE", "THROTTLE_CODES", "classify_status", "cancel_scope"]
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +142,7 @@ class RemoteStorageFetcher(abc.ABC):
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor   # a read's, not a plan's
                 self._pool = ThreadPoolExecutor(max_workers=self.config.concurrency,
                                                 thread_name_prefix=f"kts-fetch-{self.backend}")
             return self._pool

@@ -17,7 +17,7 @@ type.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, SchemaError
@@ -104,7 +104,7 @@ def resolve_readers(options: Any) -> Any:
         client = registry_client(config, sasl_of(options))
     topics = _topics(options)
     found = {s: reader_schema(config.side(s), client, topics) for s in SIDES if config.side(s).registry}
-    return replace(options, values=replace(config, readers=Readers(**found)))
+    return options.replace(values=config.replace(readers=Readers(**found)))
 
 
 def sasl_of(options: Any) -> tuple[str, str] | None:
