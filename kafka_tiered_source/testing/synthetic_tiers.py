@@ -257,7 +257,7 @@ def synthesize(storage, topic: str, tiers: SyntheticTiers, partitions: list[int]
             log = part.log
             # the local log as tier() and local retention leave it: from the tiered end on
             log.segments[0].delete()
-            log.segments = [log._new_segment(end)]
+            log.load(end)       # no segment file left: the log starts at the tiered end
             for epoch, start in tiers.leader_epochs:
                 log.epochs.assign(epoch, start)
             log.epochs.save()
