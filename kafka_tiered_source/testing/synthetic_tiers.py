@@ -128,6 +128,7 @@ class SyntheticRemotePartition(RemotePartition):
         self.tiers = tiers
         self.cache = _Cache(self)      # type: ignore[assignment]   # the same look-ups, by arithmetic
         self._index_entries = self._offset_entries(index_interval_bytes)
+        self._manifest_sizes: dict[tuple, int] = {}
 
     @property
     def serves_any(self) -> bool:
@@ -172,19 +173,9 @@ class SyntheticRemotePartition(RemotePartition):
             stem = aiven.main_path(self.topic, self.topic_id, self.partition, base, seg_id)
             log_key = f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_LOG}"
             checkpoint = checkpoint_text(log.epochs.entries_in_range(-1, nxt) if log is not None else entries)
-            n_off, n_time = len(self._index_entries), len(self.time_index_of(base))
-            _, seg_indexes = aiven_writer.build_indexes(b"\0" * (OFFSET_ENTRY.size * n_off),
-                                                        b"\0" * (TIME_ENTRY.size * n_time), b"", checkpoint, None)
-            last = size - (-(-size // cfg.chunk_size) - 1) * cfg.chunk_size
-            manifest = aiven.SegmentManifest(
-                aiven.ChunkIndex.fixed(cfg.chunk_size, size, cfg.chunk_size, last), seg_indexes, False, None,
-                aiven_writer.remote_log_segment_metadata_json(
-                    topic=self.topic, topic_id=self.topic_id, partition=self.partition, segment_id=seg_id,
-                    start_offset=base, end_offset=nxt - 1, max_timestamp_ms=max_ts, broker_id=cfg.broker_id,
-                    event_timestamp_ms=max_ts, segment_leader_epochs=dict(entries))).to_json()
-            blob = n_off * OFFSET_ENTRY.size + n_time * TIME_ENTRY.size + len(checkpoint)
             custom = aiven_writer.encode_custom_metadata(
-                remote_size=size + blob + len(manifest), object_prefix=cfg.key_prefix or None,
+                remote_size=self._remote_size(seg_id, base, nxt - 1, max_ts, entries, checkpoint),
+                object_prefix=cfg.key_prefix or None,
                 object_key=stem).hex()
         else:
             log_key = f"{cfg.key_prefix}{self.topic}-{self.partition}-{self.topic_id}/{base:020d}-{seg_id}.log"
@@ -194,6 +185,29 @@ class SyntheticRemotePartition(RemotePartition):
             event_timestamp=max_ts, layout=cfg.layout, log_key=log_key, custom_metadata=custom,
             leader_epochs=dict(entries), txn_index_empty=True, broker_id=cfg.broker_id,
             copy_epoch=self.leader_epoch())
+
+    def _remote_size(self, seg_id: str, base: int, end: int, max_ts: int, entries, checkpoint: bytes) -> int:
+        """REMOTE_SIZE as the aiven layout's upload has it: the ``.log``, ``.indexes`` and
+        ``.rsm-manifest`` objects' sizes.  The manifest's length depends only on how many digits
+        its numbers have (every name, id and key is of a fixed length within a partition), so it
+        is built once per such shape."""
+        t, cfg = self.tiers, self.config
+        size = t.batches_per_segment * t.batch_bytes
+        n_off, n_time = len(self._index_entries), len(self.time_index_of(base))
+        shape = (len(str(base)), len(str(end)), len(str(max_ts)), len(checkpoint), n_time,
+                 tuple((len(str(e)), len(str(o))) for e, o in entries))
+        manifest = self._manifest_sizes.get(shape)
+        if manifest is None:
+            _, seg_indexes = aiven_writer.build_indexes(b"\0" * (OFFSET_ENTRY.size * n_off),
+                                                        b"\0" * (TIME_ENTRY.size * n_time), b"", checkpoint, None)
+            last = size - (-(-size // cfg.chunk_size) - 1) * cfg.chunk_size
+            manifest = self._manifest_sizes[shape] = len(aiven.SegmentManifest(
+                aiven.ChunkIndex.fixed(cfg.chunk_size, size, cfg.chunk_size, last), seg_indexes, False, None,
+                aiven_writer.remote_log_segment_metadata_json(
+                    topic=self.topic, topic_id=self.topic_id, partition=self.partition, segment_id=seg_id,
+                    start_offset=base, end_offset=end, max_timestamp_ms=max_ts, broker_id=cfg.broker_id,
+                    event_timestamp_ms=max_ts, segment_leader_epochs=dict(entries))).to_json())
+        return size + n_off * OFFSET_ENTRY.size + n_time * TIME_ENTRY.size + len(checkpoint) + manifest
 
     # -- what the broker keeps of each copy, from the shape
     def batches(self, meta: RemoteSegmentMetadata) -> list[tuple[int, int, int]]:
