@@ -218,6 +218,7 @@ def run_kip1248_point(scale: int, segments: int, segment_bytes: int, repeat: int
             return r
         load = os.getloadavg()[0]
         first = planned()
+        print(f"first plan: {json.dumps(first)}", flush=True)
         later = [planned() for _ in range(repeat)]
         best = min(later, key=lambda r: r["wall_s"]) if later else None
         row = {"locator": "kip1248", "segments": partitions * segments, "partitions": partitions,
