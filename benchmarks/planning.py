@@ -253,6 +253,9 @@ def main(argv=None) -> int:
     ap.add_argument("--synthetic", action="store_true",
                     help="the metadata-topic plan at 10k -> 100k -> 1M copies, synthesized as the broker writes "
                          "them (benchmarks/planning_scale.py); --scale, --repeat, --work-dir apply")
+    ap.add_argument("--synthetic-locators", default="metadata-topic,kip1248",
+                    help="with --synthetic: the curves to run (metadata-topic, kip1248: its broker synthesizes the "
+                         "copies, testing/synthetic_tiers.py)")
     ap.add_argument("--segments-per-partition", type=int, default=100, help="with --synthetic")
     ap.add_argument("--segment-bytes", type=int, default=1 << 20, help="with --synthetic: each copy's size")
     args = ap.parse_args(argv)

@@ -163,11 +163,101 @@ def run_point(scale: int, segments: int, segment_bytes: int, repeat: int, work_d
         shutil.rmtree(work, ignore_errors=True)
 
 
+# The KIP-1248 curve's broker: partitions synthesized as tiered (testing/synthetic_tiers.py), in
+# a process of its own; it prints its address, then serves until its stdin closes.
+KIP1248_BROKER = r"""
+import sys, time
+from kafka_tiered_source.testing import EmbeddedCluster
+from kafka_tiered_source.testing.synthetic_tiers import SyntheticTiers, synthesize
+data_dir, remote, topic, partitions, segments, segment_bytes = sys.argv[1:7]
+t0 = time.perf_counter()
+with EmbeddedCluster(data_dir, remote_storage=remote) as cluster:
+    cluster.create_topic(topic, int(partitions))
+    synthesize(cluster.storage, topic, SyntheticTiers(int(segments), batch_bytes=int(segment_bytes)))
+    print(f"built {time.perf_counter() - t0:.1f} s; bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+    sys.stdin.read()
+"""
+
+
+def run_kip1248_point(scale: int, segments: int, segment_bytes: int, repeat: int, work_dir: str | None) -> dict:
+    """The KIP-1248 walk at ``scale`` copies: ``scale / segments`` partitions of ``segments``
+    one-record copies, synthesized by the broker (testing/synthetic_tiers.py: metadata, batch
+    tables and indexes as a tiering broker keeps them, no segment bytes), planned with
+    ``remote.segment.locator=kip1248`` in a new planner process: ``first`` (its first plan),
+    ``later`` (best of ``repeat`` more).  Each plan also says what the broker's process spent
+    meanwhile (``broker_cpu_s``: a real broker answers in Java, and on this 2-core machine the
+    embedded one's Python competes with the planner for the cores)."""
+    from benchmarks.backfill import cpu_seconds
+    from benchmarks.planning import Tree
+    partitions = scale // segments
+    work = tempfile.mkdtemp(prefix="kts-plan-kip1248-", dir=work_dir)
+    tree = Tree(ROOT)
+    try:
+        data_dir, remote = os.path.join(work, "broker"), f"file://{work}/remote"
+        broker = subprocess.Popen([sys.executable, "-c", KIP1248_BROKER, data_dir, remote, TOPIC, str(partitions),
+                                   str(segments), str(segment_bytes)], cwd=ROOT, env=tree.env, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        tree.procs.append(broker)
+        assert broker.stdout is not None     # piped
+        line = broker.stdout.readline()
+        if "bootstrap servers: " not in line:
+            raise RuntimeError(f"the synthesized broker did not start ({broker.wait()})")
+        built, bootstrap = float(line.split()[1]), line.split("bootstrap servers: ")[1].strip()
+        print(f"synthesized {partitions:,} partitions x {segments} segments = {partitions * segments:,} copies "
+              f"in {built:.0f} s", flush=True)
+        worker = subprocess.Popen([sys.executable, "-c", WORKER], cwd=ROOT, env=tree.env, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        tree.procs.append(worker)
+        opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC, "remote.storage.uri": remote,
+                "remote.segment.locator": "kip1248"}
+
+        def planned() -> dict:
+            c0 = cpu_seconds(broker.pid)
+            r = Tree.plan(worker, opts)
+            r["broker_cpu_s"] = round(cpu_seconds(broker.pid) - c0, 2)
+            return r
+        load = os.getloadavg()[0]
+        first = planned()
+        print(f"first plan: {json.dumps(first)}", flush=True)
+        later = [planned() for _ in range(repeat)]
+        best = min(later, key=lambda r: r["wall_s"]) if later else None
+        row = {"locator": "kip1248", "segments": partitions * segments, "partitions": partitions,
+               "segments_per_partition": segments, "segment_bytes": segment_bytes, "build_s": round(built, 1),
+               "load_1min": round(load, 2), "first": first, "later": best}
+        assert first["segments"] == partitions * segments, f"planned {first['segments']} copies"
+        return row
+    finally:
+        tree.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _print(row: dict, kinds) -> None:
+    for kind in kinds:
+        r = row.get(kind)
+        if r is None:
+            continue
+        broker = f", broker CPU {r['broker_cpu_s']:.2f} s" if "broker_cpu_s" in r else ""
+        print(f"{row.get('locator', 'metadata-topic'):>14} {row['segments']:>9,} copies ({row['partitions']:,} "
+              f"partitions), {kind:>8} plan: {r['wall_s']:7.2f} s ({r['wall_s'] / 30:.2f} of 30 s; "
+              f"{1000 * r['wall_s'] / row['segments']:.3f} ms per copy), CPU {r['cpu_s']:.2f} s{broker}, peak RSS "
+              f"{r['rss_peak'] / 2**20:,.0f} MiB ({r['rss_peak'] / 2**31:.2f} of 2 GiB); {r['tasks']:,} tasks, "
+              f"<= {r['max_ranges_per_task']} ranges, pickled <= {r['task_bytes_max']:,} B (mean "
+              f"{r['task_bytes_mean']:,.0f}, total {r['task_bytes_total'] / 2**20:,.1f} MiB); load {row['load_1min']}",
+              flush=True)
+
+
 def main(args) -> int:
     counts = [int(s) for s in (args.scale or "10000,100000,1000000").split(",")]
     base = args.work_dir or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
+    locators = (getattr(args, "synthetic_locators", None) or "metadata-topic,kip1248").split(",")
+    kip1248_rows = []
+    if "kip1248" in locators:
+        for n in counts:
+            kip1248_rows.append(run_kip1248_point(n, args.segments_per_partition, args.segment_bytes, args.repeat,
+                                                  base))
+            _print(kip1248_rows[-1], ("first", "later"))
     rows = []
-    for n in counts:
+    for n in (counts if "metadata-topic" in locators else ()):
         row = run_point(n, args.segments_per_partition, args.segment_bytes, args.repeat, base)
         rows.append(row)
         for kind in ("first", "later", "snapshot"):
@@ -182,5 +272,5 @@ def main(args) -> int:
                   f"{r['task_bytes_total'] / 2**20:,.1f} MiB); load {row['load_1min']}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "planning_scale.json"), "w") as fh:
-        json.dump({"rows": rows}, fh, indent=1)
+        json.dump({"rows": rows, "kip1248": kip1248_rows}, fh, indent=1)
     return 0

@@ -218,5 +218,7 @@ class _Walk:
 
 
 def _aborted(part) -> tuple:
-    return tuple(AbortedTransaction(a.producer_id, a.first_offset)
-                 for a in (part.aborted_transactions or ()))
+    listed = part.aborted_transactions
+    if not listed:          # read_uncommitted (null), or none aborted: the usual answer
+        return ()
+    return tuple(AbortedTransaction(a.producer_id, a.first_offset) for a in listed)

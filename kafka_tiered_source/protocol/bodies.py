@@ -155,7 +155,7 @@ class _Plan:
         absent_specs = tuple((f.attr, *f.default_spec()) for f in absent)
         tagged_specs = tuple((f.attr, *f.default_spec()) for _, (f, _, _) in tagged_sorted)
         new = cls.__new__
-        read_tagged_fields = P.read_tagged_fields
+        read_uvarint = P.read_uvarint
 
         def read(buf, pos):
             obj = new(cls)
@@ -175,21 +175,37 @@ class _Plan:
                     if buf[pos] == 0:            # the usual case: an empty tagged-field section
                         pos += 1
                     else:
-                        raw, pos = read_tagged_fields(buf, pos)
-                        for tag, view in raw:
+                        # the section read in place (P.read_tagged_fields' rules), each value
+                        # from the frame itself: no list and no view per field
+                        start = pos
+                        count, pos = read_uvarint(buf, pos)
+                        last = -1
+                        for _ in range(count):
+                            tag, pos = read_uvarint(buf, pos)
+                            if tag <= last:
+                                raise ProtocolError(f"tagged fields out of order (tag {tag} after {last}) in "
+                                                    f"section at byte position {start}")
+                            last = tag
+                            size, pos = read_uvarint(buf, pos)
+                            end = pos + size
+                            if end > len(buf):
+                                raise ProtocolError(f"frame ends at byte {len(buf)}, needed {size} more byte(s) "
+                                                    f"at byte position {pos}")
                             entry = tagged.get(tag)
                             if entry is None:
                                 if keep:
                                     if unknown is None:
                                         unknown = {}
-                                    unknown[tag] = bytes(view)
+                                    unknown[tag] = bytes(buf[pos:end])
+                                pos = end
                                 continue
                             f, rd, _ = entry
                             attr = f.attr
-                            val, end = rd(view, 0)
-                            if end != len(view):
-                                raise ProtocolError(f"tagged field {tag} declares {len(view)} bytes, value used {end}")
+                            val, used = rd(buf, pos)
+                            if used != end:
+                                raise ProtocolError(f"tagged field {tag} declares {size} bytes, value used {used - pos}")
                             setattr(obj, attr, val)
+                            pos = end
                         attr = None
                 obj.unknown_tags = unknown
             except ProtocolError as exc:

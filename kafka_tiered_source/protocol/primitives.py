@@ -70,6 +70,8 @@ def write_bool(out: bytearray, value) -> None:
 
 def read_uvarint(buf, pos, max_bytes: int = 5):
     """Unsigned varint (32-bit by default; ``max_bytes=10`` for 64-bit)."""
+    if 0 <= pos < len(buf) and buf[pos] < 0x80:        # one byte: most lengths, counts and tags
+        return buf[pos], pos + 1
     result = 0
     shift = 0
     start = pos

@@ -103,6 +103,7 @@ class _Walk:
 
         def step(resp, req) -> list:
             again: list[Key] = []
+            asked_again: set[Key] = set()       # the same keys, for the look-ups below (10k a request)
             for res in builder.results(resp):
                 key = (res.topic, res.partition_index)
                 if key not in pending:
@@ -119,8 +120,9 @@ class _Walk:
                 else:
                     pending[key] = nxt
                     again.append(key)
+                    asked_again.add(key)
             for key in groups_of.pop(id(req)):
-                if key in pending and key not in again and key not in retry:
+                if key in pending and key not in asked_again and key not in retry:
                     # the answer left the partition out: ask again, but not forever
                     misses[key] = misses.get(key, 0) + 1
                     if misses[key] > 3:

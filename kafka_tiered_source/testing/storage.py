@@ -396,7 +396,7 @@ class BrokerStorage:
                               message=f"offset {offset} is past the log end offset {o.log_end_offset}")
             if offset >= bound:
                 return answer()
-            if offset < o.local_log_start_offset and part.remote is not None and part.remote.copies:
+            if offset < o.local_log_start_offset and part.remote is not None and part.remote.serves_any:
                 t0 = time.perf_counter()
                 try:
                     r = remote_read.read(part.remote, offset, max_bytes)
@@ -451,7 +451,7 @@ class BrokerStorage:
         part = self.partition(topic, partition)
         with part.lock:
             o = part.offsets()
-            if part.remote is None or not part.remote.copies:
+            if part.remote is None or not part.remote.serves_any:
                 return None
             if not (o.log_start_offset <= offset < o.local_log_start_offset):
                 return None

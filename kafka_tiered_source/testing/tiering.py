@@ -222,6 +222,11 @@ class RemotePartition:
 
     # -- queries
     @property
+    def serves_any(self) -> bool:
+        """Whether any finished copy may serve reads (RemoteLogManager reads remote storage)."""
+        return bool(self.copies)
+
+    @property
     def segments(self) -> list[RemoteSegmentMetadata]:
         """The finished copies, by base offset (overlapping ones included)."""
         return sorted(self.copies.values(), key=lambda s: (s.base_offset, s.end_offset))
