@@ -124,6 +124,10 @@ def rlm_apply(rows: list[tuple], mp: int, partitions: dict[Any, Any], copy_type:
     ``apply_row(row, mp)`` applies each (native/rlm_replay.c: the usual state changes in C,
     every other row through ``apply_row``)."""
 
+def slots_maker(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:
+    """A function making ``cls`` with each named slot set to a positional value, in order
+    (records/backend.py ``slots_maker``)."""
+
 class AvroProgram:
     """A compiled Avro resolution (values/_avro_resolve.py), checked when made: int32 rows of
     (kind, col, a, b, c), the int32 table, the constants and their int64 offsets, int32 rows of

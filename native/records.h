@@ -36,5 +36,6 @@ PyObject *kt_py_check_batch(PyObject *self, PyObject *args);
 int kt_rlm_register(PyObject *module);
 /* rlm_replay.c: its rows applied to the planner's replayed state (rlm_apply) */
 int kt_rlm_replay_register(PyObject *module);
+int kt_slots_register(PyObject *module);      /* slots_maker */
 
 #endif

@@ -17,6 +17,7 @@
  * the pure-Python reference, which logs what Kafka ignores.  So the state is the one apply_row
  * makes, row for row; tests/test_replay_native.py replays the same random histories both ways. */
 #include <Python.h>
+#include <structmember.h>
 
 #include "records.h"
 
@@ -156,11 +157,12 @@ static int segment_record(PyObject *row, PyObject *mpobj, PyObject *partitions, 
     PyUnicode_InternInPlace(&topic);
     Py_INCREF(tid);
     PyUnicode_InternInPlace(&tid);
-    PyObject *args[15] = {sid, topic, tid, PyTuple_GET_ITEM(row, 3), PyTuple_GET_ITEM(row, 6),
+    /* CopyMeta's fields in order; its cached segment (the last) none yet */
+    PyObject *args[16] = {sid, topic, tid, PyTuple_GET_ITEM(row, 3), PyTuple_GET_ITEM(row, 6),
                           PyTuple_GET_ITEM(row, 7), PyTuple_GET_ITEM(row, 9), PyTuple_GET_ITEM(row, 8),
                           PyTuple_GET_ITEM(row, 10), PyTuple_GET_ITEM(row, 11), PyTuple_GET_ITEM(row, 12),
-                          st, order, PyTuple_GET_ITEM(row, 14), gen};
-    copy = PyObject_Vectorcall(copy_type, args, 15, NULL);
+                          st, order, PyTuple_GET_ITEM(row, 14), gen, Py_None};
+    copy = PyObject_Vectorcall(copy_type, args, 16, NULL);
     Py_DECREF(topic);
     Py_DECREF(tid);
     if (!copy || PyDict_SetItem(copies, sid, copy) < 0 || PyObject_SetAttr(state, s_readable, Py_None) < 0) {
@@ -266,3 +268,68 @@ static PyMethodDef replay_methods[] = {
     {NULL}};
 
 int kt_rlm_replay_register(PyObject *module) { return PyModule_AddFunctions(module, replay_methods); }
+
+/* -- makers: instances of a slotted dataclass made from positional values, slot by slot --------
+ *
+ * A plan of a million copies makes a million RemoteSegments, RemoteRanges and copies; a frozen
+ * dataclass's __init__ sets each field through object.__setattr__ (~2-6 us an instance here).
+ * slots_maker(cls, names) returns a function that allocates cls and stores one value in each
+ * named slot, in order, as __init__ would with every field given: for dataclasses without
+ * __post_init__ or converters only (the caller's to choose; records/backend.py's maker). */
+static PyObject *slots_make(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(self, 0);
+    Py_ssize_t n = PyTuple_GET_SIZE(self) - 1;
+    if (nargs != n) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd values, got %zd", cls->tp_name, n, nargs);
+        return NULL;
+    }
+    PyObject *obj = cls->tp_alloc(cls, 0);
+    if (!obj) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyMemberDescrObject *d = (PyMemberDescrObject *)PyTuple_GET_ITEM(self, i + 1);
+        if (PyMember_SetOne((char *)obj, d->d_member, args[i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
+static PyMethodDef make_def = {"make", (PyCFunction)(void (*)(void))slots_make, METH_FASTCALL,
+                               "make(*values): an instance with each slot set, in order"};
+
+static PyObject *slots_maker(PyObject *module, PyObject *args)
+{
+    PyObject *cls, *names;
+    if (!PyArg_ParseTuple(args, "O!O!:slots_maker", &PyType_Type, &cls, &PyTuple_Type, &names)) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    PyObject *bound = PyTuple_New(n + 1);
+    if (!bound) return NULL;
+    Py_INCREF(cls);
+    PyTuple_SET_ITEM(bound, 0, cls);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, i));
+        if (!d) goto fail;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX ||
+            ((PyMemberDescrObject *)d)->d_member->flags & READONLY) {
+            PyErr_Format(PyExc_TypeError, "%R is not a writable slot of %R", PyTuple_GET_ITEM(names, i), cls);
+            Py_DECREF(d);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(bound, i + 1, d);
+    }
+    PyObject *fn = PyCFunction_NewEx(&make_def, bound, NULL);
+    Py_DECREF(bound);
+    return fn;
+fail:
+    Py_DECREF(bound);
+    return NULL;
+}
+
+static PyMethodDef maker_methods[] = {
+    {"slots_maker", slots_maker, METH_VARARGS,
+     "slots_maker(cls, names) -> make(*values): instances of a slotted class, each named slot set in order"},
+    {NULL}};
+
+int kt_slots_register(PyObject *module) { return PyModule_AddFunctions(module, maker_methods); }

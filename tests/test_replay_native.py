@@ -160,3 +160,21 @@ def test_illegal_transitions_are_ignored_natively_as_kafka_ignores_them():
     assert part.epochs[0].keys == [0] and part.epochs[0].ids == [sid(1)]
     state.apply_rows([(2, 10, TID, 0)], 0, native=True)       # a partition delete
     assert state.partition(TID, 0).readable() == []
+
+
+def test_slots_maker_makes_what_init_makes():
+    from kafka_tiered_source.planning.packing import SegmentSlice
+    from kafka_tiered_source.planning.tasks import RemoteRange
+    from kafka_tiered_source.records.backend import slots_maker
+    from kafka_tiered_source.storage.segment import RemoteSegment
+    seg = RemoteSegment(topic="t", topic_id=TID, partition=3, segment_id=sid(1), base_offset=10, end_offset=19,
+                        size_bytes=500, custom_metadata=b"c", max_timestamp=1234)
+    made = slots_maker(RemoteSegment)("t", TID, 3, sid(1), 10, 19, 500, b"c", None, "ApacheKafkaV1", None, 1234, False)
+    assert made == seg and repr(made) == repr(seg) and made.max_timestamp == 1234 and made.broker_positions is False
+    with pytest.raises(AttributeError):
+        made.topic = "u"          # still frozen
+    r = slots_maker(RemoteRange)(seg, 0, 500, 10, 20, 500, 10)
+    assert r == RemoteRange(seg, 0, 500, 10, 20, 500, 10)
+    assert slots_maker(SegmentSlice)(seg, 12, 15, ((12, 40),)) == SegmentSlice(seg, 12, 15, ((12, 40),))
+    with pytest.raises(TypeError):
+        slots_maker(RemoteSegment)("t", TID)

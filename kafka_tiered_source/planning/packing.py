@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence, Union
 
 from ..errors import PlanningError
+from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment
 from .tasks import BrokerRange, PartitionTxnInfo, Range, ReadTask, RemoteRange
 
@@ -124,7 +125,7 @@ class _SegmentIndex:
 
     def range(self, first: int, end: int) -> RemoteRange:
         start, stop = self.start_pos(first), self.end_pos(end)
-        return RemoteRange(self.segment, start, stop, first, end, stop - start, end - first)
+        return slots_maker(RemoteRange)(self.segment, start, stop, first, end, stop - start, end - first)
 
     def cuts(self, first: int, end: int) -> tuple[int, int]:
         """Indices ``[lo, hi)`` of checkpoints k whose cut ``O_k + 1`` lies strictly inside

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from ..ids import uuid_to_str
 from ..protocol import remote_log_metadata as rlm
+from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment
 
 log = logging.getLogger(__name__)
@@ -102,10 +103,10 @@ class CopyMeta:
         """Its :class:`RemoteSegment`, made once (``update`` drops it when it changes the copy)."""
         seg = self._segment
         if seg is None:
-            seg = self._segment = RemoteSegment(
-                topic=self.topic, topic_id=self.topic_id, partition=self.partition, segment_id=self.segment_id,
-                base_offset=self.start_offset, end_offset=self.end_offset, size_bytes=self.size_bytes,
-                custom_metadata=self.custom_metadata, max_timestamp=self.max_timestamp_ms)
+            # every field, in order (no presigned URL, the default storage format, no manifest)
+            seg = self._segment = slots_maker(RemoteSegment)(
+                self.topic, self.topic_id, self.partition, self.segment_id, self.start_offset, self.end_offset,
+                self.size_bytes, self.custom_metadata, None, "ApacheKafkaV1", None, self.max_timestamp_ms, False)
         return seg
 
     def to_dict(self) -> dict:
@@ -315,7 +316,7 @@ class RemoteLogState:
         reference."""
         if native:
             from .._native import rlm_apply
-            rlm_apply(rows, mp, self.partitions, CopyMeta, self.apply_row)
+            rlm_apply(rows, mp, self.partitions, slots_maker(CopyMeta), self.apply_row)
             return
         apply_row = self.apply_row
         for row in rows:
