@@ -1,7 +1,7 @@
 # Type stubs of the C extension built from native/ (module.c, records.c, fused.c, batch.c, avro.c,
 # lz4.c, snappy.c, crc32c.c, rlm.c).  tests/test_native_interface.py checks that they name exactly
 # what the module exports; the pure-Python backend (records/_python.py) implements the same Builder interface.
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from typing_extensions import Buffer as _BytesLike
 
@@ -117,6 +117,16 @@ def rlm_select(data: _BytesLike, origin: int, ids: bytes | None, verify_crc: boo
     """``__remote_log_metadata`` batches -> ``(hits, consumed, next_offset, last_epoch,
     compressed, passed, error, tombstones, keyed)``: the records whose topic id is one of
     ``ids`` (16 bytes each; None: every record), see protocol/metadata_select.py."""
+
+def rlm_apply(rows: list[tuple], mp: int, partitions: dict[Any, Any], copy_type: Any,
+              apply_row: Callable[[tuple, int], None]) -> None:
+    """The rows of metadata partition ``mp`` applied to ``RemoteLogState.partitions`` as
+    ``apply_row(row, mp)`` applies each (native/rlm_replay.c: the usual state changes in C,
+    every other row through ``apply_row``)."""
+
+def slots_maker(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:
+    """A function making ``cls`` with each named slot set to a positional value, in order
+    (records/backend.py ``slots_maker``)."""
 
 class AvroProgram:
     """A compiled Avro resolution (values/_avro_resolve.py), checked when made: int32 rows of

@@ -173,6 +173,8 @@ PyMODINIT_FUNC PyInit__native(void)
     Py_INCREF(kt_ColumnsType);
     if (PyModule_AddObject(m, "Columns", (PyObject *)kt_ColumnsType) < 0) goto fail;
     if (kt_rlm_register(m) < 0) goto fail;
+    if (kt_rlm_replay_register(m) < 0) goto fail;
+    if (kt_slots_register(m) < 0) goto fail;
     if (kt_avro_register(m) < 0) goto fail;
     return m;
 fail:

@@ -34,5 +34,8 @@ PyObject *kt_py_check_batch(PyObject *self, PyObject *args);
 
 /* rlm.c: the __remote_log_metadata selector (rlm_select) */
 int kt_rlm_register(PyObject *module);
+/* rlm_replay.c: its rows applied to the planner's replayed state (rlm_apply) */
+int kt_rlm_replay_register(PyObject *module);
+int kt_slots_register(PyObject *module);      /* slots_maker */
 
 #endif

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence, Union
 
 from ..errors import PlanningError
+from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment
 from .tasks import BrokerRange, PartitionTxnInfo, Range, ReadTask, RemoteRange
 
@@ -124,7 +125,7 @@ class _SegmentIndex:
 
     def range(self, first: int, end: int) -> RemoteRange:
         start, stop = self.start_pos(first), self.end_pos(end)
-        return RemoteRange(self.segment, start, stop, first, end, stop - start, end - first)
+        return slots_maker(RemoteRange)(self.segment, start, stop, first, end, stop - start, end - first)
 
     def cuts(self, first: int, end: int) -> tuple[int, int]:
         """Indices ``[lo, hi)`` of checkpoints k whose cut ``O_k + 1`` lies strictly inside
@@ -254,15 +255,26 @@ def _index_of(indexes: dict, r: RemoteRange) -> _SegmentIndex:
 def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
     units: list[Range] = []
     pieces: Sequence[Range]
+    make_range = slots_maker(RemoteRange)
     for w in work:
         for piece in w.pieces:
-            if piece.offset_start == piece.offset_end:
+            first, end = piece.offset_start, piece.offset_end
+            if first == end:
                 continue
             if isinstance(piece, SegmentSlice):
                 seg = piece.segment
                 index = indexes[(seg.topic, seg.partition, seg.segment_id)]
-                if len(index.offsets) < 2:     # no cut saves bytes (most copies: read from one entry)
-                    pieces = [index.range(piece.offset_start, piece.offset_end)]
+                offsets = index.offsets
+                if len(offsets) < 2:     # no cut saves bytes (most copies: read from one entry)
+                    # _SegmentIndex.range with at most one entry: from it (if at or before
+                    # ``first``) to the segment's end
+                    start = index.positions[0] if offsets and offsets[0] <= first else 0
+                    stop = index.size
+                    one = make_range(index.segment, start, stop, first, end, stop - start, end - first)
+                    if not max_records:
+                        units.append(one)
+                        continue
+                    pieces = [one]
                 else:
                     pieces = index.split_by_bytes(piece.offset_start, piece.offset_end, target)
             else:

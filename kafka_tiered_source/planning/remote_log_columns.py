@@ -19,6 +19,7 @@ import sys
 from array import array
 from itertools import islice
 
+from ..records.backend import slots_maker
 from .remote_log_state import CopyMeta, EpochState, PartitionState, RemoteLogState
 
 ID_CHARS = 22           # a Kafka Uuid string
@@ -95,6 +96,8 @@ def partition_from_doc(d: dict) -> tuple[tuple[str, int], PartitionState]:
     topic_id, partition, topic = d["topic_id"], int(d["partition"]), d["topic"]
     if not isinstance(topic_id, str) or not isinstance(topic, str):
         raise ValueError("topic id and name are strings")
+    # a topic's partitions share its strings (as the replay's copies do: a task pickles them once)
+    topic_id, topic = sys.intern(topic_id), sys.intern(topic)
     where = f"{topic_id}-{partition}"
     ids = _ids(d["ids"], len(d["ids"]) // ID_CHARS, where)
     ints = _unpack(d["ints"], where)
@@ -113,10 +116,11 @@ def partition_from_doc(d: dict) -> tuple[tuple[str, int], PartitionState]:
     state = PartitionState(deleted=bool(d["deleted"]))
     copies = state.copies
     gen = state.gen
+    make = slots_maker(CopyMeta)      # every field in order, the cached segment (last) none yet
     for i, (sid, start, end, size, ts, st, broker, mp, off, empty, k) in enumerate(zip(ids, *cols, strict=True)):
         epochs = (next(pairs),) if k == 1 else tuple(islice(pairs, k))
-        copies[sid] = CopyMeta(sid, names.get(i, topic), topic_id, partition, start, end, size, ts, epochs,
-                               custom.get(i), bool(empty), st, (mp, off), broker, gen)
+        copies[sid] = make(sid, names.get(i, topic), topic_id, partition, start, end, size, ts, epochs,
+                           custom.get(i), bool(empty), st, (mp, off), broker, gen, None)
     if len(copies) != n:
         raise ValueError(f"{where}: a copy is listed twice")
     for e, s in d["epochs"].items():

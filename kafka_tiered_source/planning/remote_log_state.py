@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from ..ids import uuid_to_str
 from ..protocol import remote_log_metadata as rlm
+from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment
 
 log = logging.getLogger(__name__)
@@ -102,10 +103,10 @@ class CopyMeta:
         """Its :class:`RemoteSegment`, made once (``update`` drops it when it changes the copy)."""
         seg = self._segment
         if seg is None:
-            seg = self._segment = RemoteSegment(
-                topic=self.topic, topic_id=self.topic_id, partition=self.partition, segment_id=self.segment_id,
-                base_offset=self.start_offset, end_offset=self.end_offset, size_bytes=self.size_bytes,
-                custom_metadata=self.custom_metadata, max_timestamp=self.max_timestamp_ms)
+            # every field, in order (no presigned URL, the default storage format, no manifest)
+            seg = self._segment = slots_maker(RemoteSegment)(
+                self.topic, self.topic_id, self.partition, self.segment_id, self.start_offset, self.end_offset,
+                self.size_bytes, self.custom_metadata, None, "ApacheKafkaV1", None, self.max_timestamp_ms, False)
         return seg
 
     def to_dict(self) -> dict:
@@ -226,10 +227,7 @@ class PartitionState:
         if state == FINISHED:
             self._finished(copy)
         elif state == DELETE_STARTED:
-            for epoch, start in copy.leader_epochs:
-                es = self.epochs.get(epoch)
-                if es is not None:
-                    es.removed(max(start, copy.start_offset), segment_id)
+            self._unmapped(copy)
         elif state == DELETE_FINISHED:
             del self.copies[segment_id]
 
@@ -239,10 +237,14 @@ class PartitionState:
         copy = self.copies.pop(segment_id, None)
         self._readable = None
         if copy is not None and copy.state == FINISHED:
-            for epoch, start in copy.leader_epochs:
-                es = self.epochs.get(epoch)
-                if es is not None:
-                    es.removed(max(start, copy.start_offset), segment_id)
+            self._unmapped(copy)
+
+    def _unmapped(self, copy: CopyMeta) -> None:
+        """The copy's mappings taken out of its epochs' maps (DELETE_SEGMENT_STARTED)."""
+        for epoch, start in copy.leader_epochs:
+            es = self.epochs.get(epoch)
+            if es is not None:
+                es.removed(max(start, copy.start_offset), copy.segment_id)
 
     def _finished(self, copy: CopyMeta) -> None:
         epochs = self.epochs
@@ -306,6 +308,19 @@ class RemoteLogState:
         """Replay one decoded metadata record (:mod:`..protocol.remote_log_metadata`) read at
         ``order`` (metadata partition, offset)."""
         self.apply_row(rlm.row_of(decoded, order[1]), order[0])
+
+    def apply_rows(self, rows: list, mp: int, *, native: bool = True) -> None:
+        """Replay the rows of metadata partition ``mp`` in order, as :meth:`apply_row` does one
+        by one: with ``native``, their usual state changes in C (native/rlm_replay.c, which hands
+        every other row to :meth:`apply_row`); else each through :meth:`apply_row`, the
+        reference."""
+        if native:
+            from .._native import rlm_apply
+            rlm_apply(rows, mp, self.partitions, slots_maker(CopyMeta), self.apply_row)
+            return
+        apply_row = self.apply_row
+        for row in rows:
+            apply_row(row, mp)
 
     def apply_row(self, row: tuple, mp: int) -> None:
         """Replay one metadata record of metadata partition ``mp`` given as its row

@@ -18,6 +18,7 @@ from ..ids import uuid_from_str
 from ..model import EARLIEST, LATEST
 from ..protocol import remote_log_metadata as rlm
 from ..protocol.metadata_select import select_records
+from ..records.backend import decoder_backend
 from .remote_log_state import RemoteLogState
 
 
@@ -124,6 +125,7 @@ def _replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Col
             ahead: _Ahead) -> Replayed:
     hw = log_start = -1
     applied = passed = 0
+    native = decoder_backend() == "native"
     keyed = False
     first = offset
     while True:
@@ -147,19 +149,23 @@ def _replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Col
             ahead.ask(got.next_offset)       # while these rows are replayed
         tombstones = iter(t for t in got.tombstones if t[0] >= offset)
         tomb = next(tombstones, None)
-        apply_row = state.apply_row
+        rows: list = []          # applied together, in order, before anything else is
         for hit in got.hits:
             # a row (native/rlm_rows.c, or its twin rlm.row_of), or (offset, value) for the codec
             # to read or to say what is wrong with it
             off = hit[0] if len(hit) == 2 else hit[1]
-            while tomb is not None and tomb[0] < off:
-                _tombstone(state, tomb, wanted, where, incremental=start is not None)
-                tomb = next(tombstones, None)
+            if tomb is not None and tomb[0] < off:
+                _apply(state, rows, mp, native)
+                while tomb is not None and tomb[0] < off:
+                    _tombstone(state, tomb, wanted, where, incremental=start is not None)
+                    tomb = next(tombstones, None)
             if off >= offset:    # a fetch answers from the batch holding the offset
                 if len(hit) == 2:
+                    _apply(state, rows, mp, native)
                     hit = rlm.row_of(rlm.decode_record(hit[1], where=f"{where} offset {off}"), off)
-                apply_row(hit, mp)
+                rows.append(hit)
                 applied += 1
+        _apply(state, rows, mp, native)
         while tomb is not None:
             _tombstone(state, tomb, wanted, where, incremental=start is not None)
             tomb = next(tombstones, None)
@@ -172,6 +178,13 @@ def _replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Col
             break
     state.positions[mp] = offset
     return Replayed(offset, last_epoch, log_start, hw, applied, passed, first, keyed)
+
+
+def _apply(state: RemoteLogState, rows: list, mp: int, native: bool) -> None:
+    """The rows gathered so far replayed, and the list emptied."""
+    if rows:
+        state.apply_rows(rows, mp, native=native)
+        rows.clear()
 
 
 def _check_range(start: int, log_start: int, hw: int, seen_hw: int, proven: bool = False) -> None:

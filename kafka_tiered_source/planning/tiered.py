@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
+from ..records.backend import slots_maker
 from ..storage.indexes import lookup_position, parse_offset_index
 from ..storage.segment import RemoteSegment
 from .locate import Located, broker_range
@@ -41,6 +42,7 @@ def located_spans(pr: PartitionRange, spans: Sequence[SegmentSpan], *,
     read_committed (``isolation_level`` 1): ``after``, the spans served from ``pr.end`` to the
     LSO, where the markers past the end are looked for (:class:`~.txn_ends.PastEnd`)."""
     pieces: list = []
+    make_slice = slots_maker(SegmentSlice)
     remote_bytes = remote_offsets = 0
     served: list[SegmentSpan] = []
     for s, e, seg in spans:
@@ -49,7 +51,7 @@ def located_spans(pr: PartitionRange, spans: Sequence[SegmentSpan], *,
         start_pos = 0
         if s > seg.base_offset:
             start_pos = lookup_position(parse_offset_index(offset_index(seg) or b""), seg.base_offset, s)
-        pieces.append(SegmentSlice(seg, s, e, ((s, start_pos),)))
+        pieces.append(make_slice(seg, s, e, ((s, start_pos),)))
         served.append((s, e, seg))
         remote_bytes += (seg.size_bytes or 0) - start_pos
         remote_offsets += e - s

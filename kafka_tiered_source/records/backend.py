@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import Any, Callable
 
 from ..errors import KafkaTieredError
 
@@ -35,3 +36,26 @@ def decoder_backend() -> str:
         except ImportError as exc:
             raise native_unavailable(exc) from exc
     return name
+
+
+_MAKERS: dict = {}
+
+
+def slots_maker(cls: type) -> Callable[..., Any]:
+    """A function making ``cls`` (a slotted dataclass with no ``__post_init__``) from every
+    field's value, in field order: the native one stores each value in its slot
+    (native/rlm_replay.c ``slots_maker``: a plan of a million copies makes millions of frozen
+    instances, whose ``__init__`` sets each field through ``object.__setattr__``); with
+    ``KAFKA_TIERED_NO_EXTENSIONS=1``, ``cls`` itself.  Either makes an equal instance."""
+    got = _MAKERS.get(cls)
+    if got is None:
+        if hasattr(cls, "__post_init__"):
+            raise TypeError(f"{cls.__name__} checks its fields in __post_init__: make it with its __init__")
+        import dataclasses
+        if decoder_backend() == "native":
+            from .._native import slots_maker as native
+            got = native(cls, tuple(f.name for f in dataclasses.fields(cls)))
+        else:
+            got = cls
+        _MAKERS[cls] = got
+    return got
