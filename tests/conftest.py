@@ -18,12 +18,17 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures", "kafka-3.9.1")
 # rather than imported into each module, where a test's parameter of the same name would
 # shadow the import (pyflakes' F811).
 pytest_plugins = ["broker_fixtures", "spark_session"]
+if os.environ.get("KAFKA_TIERED_CPU_REPORT"):      # wall and CPU per test file (tests/cpu_report.py)
+    pytest_plugins.append("cpu_report")
 
 # Every JVM of the suite (Spark drivers, the Connect server, standalone daemons) lives for
 # seconds to minutes: the C1 compiler alone starts a session and runs its first jobs in about
-# two thirds of the time tiered C2 takes (a JIT setting: what runs is the same).  Executors of
-# the standalone cluster get it from their driver (spark_helpers.DRIVER).
-JVM_OPTS = "-XX:TieredStopAtLevel=1"
+# two thirds of the time tiered C2 takes (a JIT setting: what runs is the same).  The serial
+# collector: on two cores shared by a dozen JVMs and interpreters, G1's concurrent and parallel
+# GC threads only add CPU for heaps this small (a session and six tiny queries: 30.5 s of CPU
+# with G1, 28.9 s serial, measured with tests/cpu_report.py's tree_cpu).  Executors of the
+# standalone cluster get both from their driver (spark_helpers.DRIVER).
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS)
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTS)
 
@@ -70,3 +75,32 @@ def standalone(tmp_path_factory):
     base = tmp_path_factory.mktemp("spark-standalone")
     with standalone_cluster(base) as (url, env, master_log):
         yield url, env, base, master_log
+
+
+# The `-m decoder` pass (KAFKA_TIERED_NO_EXTENSIONS=1): its Spark tests are few, and each worker
+# that ran one started a SparkSession of its own (a JVM and its first jobs: ~30 s of CPU each).
+# There every file marked `spark` goes to one worker, as one unit of xdist's loadfile
+# scheduling, so the pass starts one session instead of three; the other files fill the other
+# workers.  The native pass, where Spark files are most of the time, keeps one file per unit.
+def pytest_xdist_make_scheduler(config, log):
+    if os.environ.get("KAFKA_TIERED_NO_EXTENSIONS") != "1" or config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    spark_files: dict = {}
+
+    def uses_spark(path: str) -> bool:
+        if path not in spark_files:
+            try:
+                with open(os.path.join(str(config.rootpath), path), encoding="utf-8") as f:
+                    spark_files[path] = "pytest.mark.spark" in f.read()
+            except OSError:
+                spark_files[path] = False
+        return spark_files[path]
+
+    class OneSparkWorker(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "spark-session" if uses_spark(path) else path
+
+    return OneSparkWorker(config, log)
