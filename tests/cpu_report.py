@@ -76,7 +76,10 @@ _recorder = None
 def pytest_configure(config):
     global _recorder
     out = os.environ.get("KAFKA_TIERED_CPU_REPORT")
-    if out:
+    # under xdist only the workers record: the controller's tree holds every worker, and the
+    # tests it hears of come from all of them at once
+    controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    if out and not controller:
         _recorder = _Recorder(out)
 
 
