@@ -44,8 +44,7 @@ pyspark-venvs: install
 # Three pytest workers (pytest-xdist) on two cores: most of a test's time is spent waiting (a JVM
 # starting, a broker answering, a timeout running out), so a third worker fills the gaps.  A test
 # file runs whole on one worker (its module fixtures are made once), the longest files first
-# (tests/conftest.py; xdist would otherwise start the files with the most tests first).  In the
-# decoder pass, the files marked `spark` run together on one worker (one SparkSession, not three).
+# (tests/conftest.py; xdist would otherwise start the files with the most tests first).
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 3
 PYTEST = $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder

@@ -76,31 +76,3 @@ def standalone(tmp_path_factory):
     with standalone_cluster(base) as (url, env, master_log):
         yield url, env, base, master_log
 
-
-# The `-m decoder` pass (KAFKA_TIERED_NO_EXTENSIONS=1): its Spark tests are few, and each worker
-# that ran one started a SparkSession of its own (a JVM and its first jobs: ~30 s of CPU each).
-# There every file marked `spark` goes to one worker, as one unit of xdist's loadfile
-# scheduling, so the pass starts one session instead of three; the other files fill the other
-# workers.  The native pass, where Spark files are most of the time, keeps one file per unit.
-def pytest_xdist_make_scheduler(config, log):
-    if os.environ.get("KAFKA_TIERED_NO_EXTENSIONS") != "1" or config.getoption("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    spark_files: dict = {}
-
-    def uses_spark(path: str) -> bool:
-        if path not in spark_files:
-            try:
-                with open(os.path.join(str(config.rootpath), path), encoding="utf-8") as f:
-                    spark_files[path] = "pytest.mark.spark" in f.read()
-            except OSError:
-                spark_files[path] = False
-        return spark_files[path]
-
-    class OneSparkWorker(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "spark-session" if uses_spark(path) else path
-
-    return OneSparkWorker(config, log)
