@@ -25,8 +25,8 @@ if os.environ.get("KAFKA_TIERED_CPU_REPORT"):      # wall and CPU per test file 
 # seconds to minutes: the C1 compiler alone starts a session and runs its first jobs in about
 # two thirds of the time tiered C2 takes (a JIT setting: what runs is the same).  The serial
 # collector: on two cores shared by a dozen JVMs and interpreters, G1's concurrent and parallel
-# GC threads only add CPU for heaps this small (a session and six tiny queries: 30.5 s of CPU
-# with G1, 28.9 s serial, measured with tests/cpu_report.py's tree_cpu).  Executors of the
+# GC threads only add CPU for heaps this small (a session and six tiny queries: 32.3 s of CPU
+# with G1, 30.5 s serial, one run each at load ~10, tests/cpu_report.py's tree_cpu).  Executors of the
 # standalone cluster get both from their driver (spark_helpers.DRIVER).
 JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS)
