@@ -18,12 +18,17 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures", "kafka-3.9.1")
 # rather than imported into each module, where a test's parameter of the same name would
 # shadow the import (pyflakes' F811).
 pytest_plugins = ["broker_fixtures", "spark_session"]
+if os.environ.get("KAFKA_TIERED_CPU_REPORT"):      # wall and CPU per test file (tests/cpu_report.py)
+    pytest_plugins.append("cpu_report")
 
 # Every JVM of the suite (Spark drivers, the Connect server, standalone daemons) lives for
 # seconds to minutes: the C1 compiler alone starts a session and runs its first jobs in about
-# two thirds of the time tiered C2 takes (a JIT setting: what runs is the same).  Executors of
-# the standalone cluster get it from their driver (spark_helpers.DRIVER).
-JVM_OPTS = "-XX:TieredStopAtLevel=1"
+# two thirds of the time tiered C2 takes (a JIT setting: what runs is the same).  The serial
+# collector: on two cores shared by a dozen JVMs and interpreters, G1's concurrent and parallel
+# GC threads only add CPU for heaps this small (a session and six tiny queries: 32.3 s of CPU
+# with G1, 30.5 s serial, one run each at load ~10, tests/cpu_report.py's tree_cpu).  Executors of the
+# standalone cluster get both from their driver (spark_helpers.DRIVER).
+JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTS)
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTS)
 
@@ -70,3 +75,4 @@ def standalone(tmp_path_factory):
     base = tmp_path_factory.mktemp("spark-standalone")
     with standalone_cluster(base) as (url, env, master_log):
         yield url, env, base, master_log
+

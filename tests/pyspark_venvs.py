@@ -36,8 +36,9 @@ def ensure(minor: str) -> str:
         return python
     base = getattr(sys, "_base_executable", None) or sys.executable
     if not os.path.exists(python):
-        run([base, "-m", "venv", venv])
-    run([python, "-m", "pip", "install", "--quiet", RELEASES[minor]])
+        # no pip of its own (ensurepip is ~8 s of CPU per venv): the suite's pip installs into it
+        run([base, "-m", "venv", "--without-pip", venv])
+    run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", RELEASES[minor]])
     own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                          capture_output=True, text=True, check=True).stdout.strip()
     suite = sysconfig.get_paths()["purelib"]      # this interpreter's: the suite's .venv

@@ -53,6 +53,7 @@ def _serve(mode: str, master: str, app: str) -> None:
         spark = builder.remote(master).getOrCreate()     # the server has its own configuration
     else:
         spark = (builder.master(master).config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                  .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     import kafka_tiered_source as kts
@@ -164,7 +165,8 @@ def connect_server(base, env: dict, master: str = "local[2]", timeout_s: float =
              "--name", "kafka-tiered-connect-tests",
              "--conf", f"spark.connect.grpc.binding.port={port}",
              "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-             "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+             "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+             "--conf", "spark.driver.host=127.0.0.1",
              "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.sql.shuffle.partitions=2"],
             env={**env, "SPARK_HOME": spark_home, "SPARK_LOCAL_IP": "127.0.0.1"}, stdout=log,
             stderr=subprocess.STDOUT, cwd=str(base), start_new_session=True)

@@ -221,6 +221,7 @@ DRIVER = textwrap.dedent("""
     master, options, out, app = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
     spark = (SparkSession.builder.master(master).appName(app)
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.executor.memory", "512m")

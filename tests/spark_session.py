@@ -37,6 +37,7 @@ def build_session(master: str = "local[2]"):
     return (SparkSession.builder.master(master)
             .appName("kafka-tiered-tests")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")   # no progress bar redrawn on stderr
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.default.parallelism", "2")
             .config("spark.driver.host", "127.0.0.1")

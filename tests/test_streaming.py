@@ -129,7 +129,9 @@ def _follow(q, topic: str, offset: int, limit_s: float) -> None:
                     reached = max(reached, int(end.get(topic, {}).get("0", -1)))
         if reached >= offset:
             return
-        time.sleep(0.05)
+        # each look at recentProgress is a py4j call and the JSON of up to 100 micro-batches;
+        # the query triggers every 500 ms, so a look every 250 ms misses none of them
+        time.sleep(0.25)
     raise AssertionError(f"the running query read {topic}-0 up to offset {reached} in {limit_s:.0f} s, "
                          f"not up to {offset}: it does not follow the topic")
 

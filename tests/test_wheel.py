@@ -32,16 +32,23 @@ def neutral_env() -> dict:
             if k not in ("PYTHONPATH", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
 
 
+def pip_into(venv) -> list:
+    """The suite's pip, installing into ``venv`` (pip 22.3+)."""
+    return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+
+
 @pytest.fixture(scope="module")
 def venv_job(tmp_path_factory):
     """A new venv with this suite's pyspark version installed, made by a background process
     while the wheel is built (``dist`` asks for this first); the test installs the wheel into
-    it.  Yields (venv path, the Popen, its log path)."""
+    it.  The venv gets no pip of its own (``ensurepip`` alone cost 8 s of CPU): the suite's pip
+    installs into it (``pip --python``), as a user's pip or uv installs into any environment.
+    Yields (venv path, the Popen, its log path)."""
     base = tmp_path_factory.mktemp("fresh-venv")
     venv, log = base / "venv", base / "venv.log"
     python = getattr(sys, "_base_executable", sys.executable)
-    script = (f"{shlex.quote(python)} -m venv {shlex.quote(str(venv))} && "
-              f"{shlex.quote(str(venv / 'bin' / 'python'))} -m pip install --quiet pyspark=={pyspark.__version__}")
+    script = (f"{shlex.quote(python)} -m venv --without-pip {shlex.quote(str(venv))} && "
+              f"{' '.join(map(shlex.quote, pip_into(venv)))} install --quiet pyspark=={pyspark.__version__}")
     with open(log, "wb") as out:
         proc = subprocess.Popen(["/bin/sh", "-c", script], env=neutral_env(), cwd=base, stdout=out,
                                 stderr=subprocess.STDOUT)
@@ -102,7 +109,7 @@ def test_a_fresh_venv_with_only_the_wheel_and_pyspark_reads_a_tiered_topic(dist,
     env = neutral_env()
     assert proc.wait(timeout=900) == 0, log.read_text(errors="replace")[-3000:]   # venv + pyspark
     python = str(venv / "bin" / "python")
-    done = subprocess.run([python, "-m", "pip", "install", "--quiet", wheel, f"pyspark=={pyspark.__version__}"],
+    done = subprocess.run([*pip_into(venv), "install", "--quiet", wheel, f"pyspark=={pyspark.__version__}"],
                           capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
