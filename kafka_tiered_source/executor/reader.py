@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from ..errors import (BrokerError, DataLossError, FallbackLimitError, KafkaTieredError, NoRecordsError,
                       RemoteStorageError, SegmentDecryptionError, SliceMismatchError)
 from .prefetch import PrefetchClosed, RangePrefetcher
+from .range_decoder import RangeDecoder
 from .slices import SliceCheck
 from .tails import EmptyAnswers, Tails
 
@@ -188,53 +189,38 @@ class TaskReader:
         The range streams in parts (``fetch.remote.part.size.bytes``) from the task's
         :class:`RangePrefetcher`, which fetches ahead while this part is decoded (the native
         decoder releases the GIL), so Spark gets rows after the first part instead of after the
-        whole range.  A batch cut by a part boundary is carried into the next part."""
-        from ..records import decode_batches
+        whole range.  The parts are decoded by one :class:`RangeDecoder`: Arrow batches of
+        about the size Spark takes best, a batch cut by a part boundary carried into the next."""
         seg = r.segment
         check = SliceCheck(r, *self._object_of(seg))
         self.metrics.count(ranges_remote=1)
-        reached = r.offset_start      # every record below this has been returned
-        pos = r.byte_start            # segment position of the first byte not yet decoded
-        carry = b""
+        dec = RangeDecoder(r, check, flt, self.options.include_headers, self.metrics.count)
         received = 0
         waited = 0.0
         clock = time.perf_counter
         try:
             parts = iter(pieces)
-            while True:
+            while not dec.done:
                 t = clock()
                 part = next(parts, None)
                 waited += clock() - t
                 if part is None:
                     break
                 received += len(part)
-                for piece in _decode_units(part):
-                    for buf in _stitched(carry, piece):
-                        res = decode_batches(buf, topic=seg.topic, partition=seg.partition,
-                                             start_offset=r.offset_start, end_offset=r.offset_end,
-                                             filter=flt, include_headers=self.options.include_headers,
-                                             position=pos)
-                        # the batches must be where the plan put them before any row goes out
-                        self.metrics.count(broker_equivalent_bytes=check.walk(buf, res.consumed, res.done))
-                        for b in self._kept(res.batches):
-                            if b.num_rows:
-                                self.metrics.count(records=b.num_rows)
-                                yield b
-                        if res.next_offset is not None:
-                            reached = max(reached, res.next_offset)
-                        if res.done:
-                            return None
-                        pos += res.consumed
-                        carry = bytes(memoryview(buf)[res.consumed:])
+                yield from self._out(dec.feed(part))
         except SliceMismatchError as exc:
-            return self._fallback(r, reached, exc, SLICE_MISMATCH)
+            yield from self._out(dec.checked)     # the rows decoded before the mismatch
+            return self._fallback(r, dec.reached, exc, SLICE_MISMATCH)
         except RemoteStorageError as exc:
-            return self._fallback(r, reached, exc)
+            yield from self._out(dec.finish())
+            return self._fallback(r, dec.reached, exc)
         finally:
             self.metrics.count(remote_wait_s=waited)
-        if reached >= r.offset_end:
+        yield from self._out(dec.finish())
+        reached = dec.reached
+        if dec.done or reached >= r.offset_end:
             return None
-        if (r.byte_end == seg.size_bytes and received == r.byte_end - r.byte_start and not carry):
+        if (r.byte_end == seg.size_bytes and received == r.byte_end - r.byte_start and dec.whole):
             # Read to the segment's last byte: its copy ends at the next local segment's base
             # - 1 (RemoteLogManager.copyLogSegment), so the offsets past its last batch hold no
             # record (compaction removed them).
@@ -254,6 +240,15 @@ class TaskReader:
             return fetcher.location(layout.log_key(seg)), backend
         except KafkaTieredError:          # e.g. no presigned URL: the read itself will say so
             return None, backend
+
+    def _out(self, batches):
+        """Generator: ``batches`` as they come, each with only the rows kept (:meth:`_kept`),
+        counted; empty ones are not handed out."""
+        for b in batches:
+            for k in self._kept((b,)):
+                if k.num_rows:
+                    self.metrics.count(records=k.num_rows)
+                    yield k
 
     def _kept(self, batches):
         """The batches with only the rows the pushed-down filters keep (filters on Kafka's
@@ -344,10 +339,7 @@ class TaskReader:
                                **({"fallback_bytes": size} if fallback else {}))
             if fallback and self.options.fetch_remote_fallback == "auto":
                 self._count_fallback_bytes(size)
-            for b in self._kept(res.batches):
-                if b.num_rows:
-                    self.metrics.count(records=b.num_rows)
-                    yield b
+            yield from self._out(res.batches)
             if res.done:
                 return
             if res.next_offset is None or res.next_offset <= offset:
@@ -444,39 +436,6 @@ def fallback_reason(exc: Exception) -> str:
     message without the object (so ranges that failed the same way add up)."""
     text = str(exc).split(" (backend ", 1)[0].split(" (object ", 1)[0]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-# Bytes of a fetched part decoded at a time.  A part is a GET (16 MiB); decoded in one go it
-# would make Arrow batches of ~250,000 rows for zstd data, and Spark takes a batch only once it
-# is whole: the JVM would wait while the Python worker decodes, instead of converting the
-# previous batch meanwhile.  4 MiB gives batches near the 65,536 rows Spark handles fastest.
-DECODE_UNIT = 4 * 1024 * 1024
-
-
-def _decode_units(part):
-    """``part`` in slices of :data:`DECODE_UNIT` bytes (a batch cut by a slice's end is carried
-    into the next, as one cut by a part's end is)."""
-    mv = memoryview(part)
-    if len(mv) <= DECODE_UNIT:
-        yield mv
-        return
-    for at in range(0, len(mv), DECODE_UNIT):
-        yield mv[at:at + DECODE_UNIT]
-
-
-def _stitched(carry: bytes, piece):
-    """What to decode next: ``piece``, after the batch that the previous part boundary cut
-    (``carry``, its first bytes) is completed from the head of ``piece``.  Only that batch is
-    joined, not the whole part (a part is 16 MiB; a copy of it per part cost time and memory).
-    When the cut batch's length cannot be read or it runs past ``piece``, the two are joined."""
-    if not carry:
-        return (piece,)
-    head = carry if len(carry) >= 12 else b"".join((carry, piece[:12 - len(carry)]))
-    if len(head) >= 12:
-        rest = 12 + int.from_bytes(head[8:12], "big", signed=True) - len(carry)
-        if 0 < rest <= len(piece):
-            return b"".join((carry, piece[:rest])), piece[rest:]
-    return (b"".join((carry, piece)),)
 
 
 def backend_name(options) -> str:

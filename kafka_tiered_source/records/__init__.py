@@ -8,6 +8,8 @@ that agrees with it row for row and error for error.
 - :func:`decode_batches` — the executor-level API: decodes the complete batches at the start of
   a byte range and returns a :class:`DecodeResult` with ``consumed``/``leftover`` for
   stitching the next range, and takes a :class:`ReadCommittedFilter` carried across calls.
+- :class:`Batcher` — one builder across :func:`decode_batches` calls, so a range decoded piece
+  by piece comes out in Arrow batches of about :data:`BATCH_ROWS` rows.
 - :func:`kafka_schema`, :func:`decoder_backend`.
 - ``header``: the fixed batch header (``BatchHeader``, ``read_header``, ``iter_headers``).
 
@@ -31,14 +33,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .decoder import (DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES, DecodeResult,
-                          decode, decode_batches, decoder_backend)
+    from .decoder import (BATCH_ROWS, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES, Batcher,
+                          DecodeResult, decode, decode_batches, decoder_backend)
     from .header import BatchHeader, iter_headers, read_header
     from .schema import kafka_schema
     from .transactions import ReadCommittedFilter
 
 __all__ = [
-    "BatchHeader", "DEFAULT_MAX_BATCH_BYTES", "DEFAULT_MAX_DECOMPRESSED_BYTES", "DecodeResult",
+    "BATCH_ROWS", "BatchHeader", "Batcher", "DEFAULT_MAX_BATCH_BYTES", "DEFAULT_MAX_DECOMPRESSED_BYTES", "DecodeResult",
     "ReadCommittedFilter", "decode", "decode_batches", "decoder_backend", "iter_headers",
     "kafka_schema", "read_header",
 ]
