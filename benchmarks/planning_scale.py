@@ -249,6 +249,8 @@ def _print(row: dict, kinds) -> None:
 def main(args) -> int:
     counts = [int(s) for s in (args.scale or "10000,100000,1000000").split(",")]
     base = args.work_dir or ("/dev/shm" if os.path.isdir("/dev/shm") else None)
+    if base:
+        os.makedirs(base, exist_ok=True)    # --work-dir names a directory to make, as --out does
     locators = (getattr(args, "synthetic_locators", None) or "metadata-topic,kip1248").split(",")
     kip1248_rows = []
     if "kip1248" in locators:
