@@ -3,14 +3,12 @@ over: parts and decode units of any size, a record batch cut anywhere, give ever
 in order, in Arrow batches of the target size (one builder across the parts, a batch cut by a
 part's end joined to the records around it); a slice mismatch keeps back the rows of the unit
 that failed and hands out those decoded before it.  Records: Kafka 3.9.1's own segments
-(tests/fixtures) and batches built here with kafka-python."""
+(tests/fixtures) and batches built with kafka-python (test_slice_check.batch)."""
 from __future__ import annotations
 
 import random
-import struct
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafka_tiered_source.errors import SliceMismatchError
 from kafka_tiered_source.executor import range_decoder
@@ -18,6 +16,7 @@ from kafka_tiered_source.executor.range_decoder import RangeDecoder
 from kafka_tiered_source.executor.slices import SliceCheck
 from kafka_tiered_source.planning.tasks import RemoteRange
 from kafka_tiered_source.records import iter_headers
+from test_slice_check import batch   # one v2 batch at a base offset, as the slice checks build it
 from kafka_tiered_source.storage.segment import RemoteSegment
 from test_records_fixtures import PARTITIONS, expected, filter_for, rows_of, segments
 
@@ -53,16 +52,6 @@ def test_parts_and_units_of_any_size_give_every_record_once_in_batches_of_the_ta
     assert 0 < batches[-1].num_rows < 300 + most
     assert dec.whole and dec.reached == (m["lastStableOffset"] if level == "read_committed" else
                                          max(r["offset"] for r in expected(tp, level)) + 1)
-
-
-def batch(base: int, deltas) -> bytes:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for d in deltas:
-        b.append(d, 1_700_000_000_000 + d, None, b"v%d" % d, [])
-    data = bytearray(b.build())
-    struct.pack_into(">q", data, 0, base)
-    return bytes(data)
 
 
 # a copy [10, 49] whose third batch is not its own (60, 61): the plan's bytes are wrong there
