@@ -124,7 +124,12 @@ class _SegmentIndex:
         return self.positions[i + 1] if i + 1 < len(self.offsets) else self.size
 
     def range(self, first: int, end: int) -> RemoteRange:
-        start, stop = self.start_pos(first), self.end_pos(end)
+        offsets = self.offsets
+        if len(offsets) < 2:    # most copies: start_pos and end_pos of at most one entry, no search
+            start = self.positions[0] if offsets and offsets[0] <= first else 0
+            stop = self.size
+        else:
+            start, stop = self.start_pos(first), self.end_pos(end)
         return slots_maker(RemoteRange)(self.segment, start, stop, first, end, stop - start, end - first)
 
     def cuts(self, first: int, end: int) -> tuple[int, int]:
@@ -255,7 +260,6 @@ def _index_of(indexes: dict, r: RemoteRange) -> _SegmentIndex:
 def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
     units: list[Range] = []
     pieces: Sequence[Range]
-    make_range = slots_maker(RemoteRange)
     for w in work:
         for piece in w.pieces:
             first, end = piece.offset_start, piece.offset_end
@@ -264,13 +268,8 @@ def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
             if isinstance(piece, SegmentSlice):
                 seg = piece.segment
                 index = indexes[(seg.topic, seg.partition, seg.segment_id)]
-                offsets = index.offsets
-                if len(offsets) < 2:     # no cut saves bytes (most copies: read from one entry)
-                    # _SegmentIndex.range with at most one entry: from it (if at or before
-                    # ``first``) to the segment's end
-                    start = index.positions[0] if offsets and offsets[0] <= first else 0
-                    stop = index.size
-                    one = make_range(index.segment, start, stop, first, end, stop - start, end - first)
+                if len(index.offsets) < 2:     # no cut saves bytes (most copies: read from one entry)
+                    one = index.range(first, end)
                     if not max_records:
                         units.append(one)
                         continue
