@@ -102,8 +102,8 @@ class _Walk:
             return req
 
         def step(resp, req) -> list:
-            again: list[Key] = []
-            asked_again: set[Key] = set()       # the same keys, for the look-ups below (10k a request)
+            # the keys to ask again, in order; a dict, for the look-ups below (10k keys a request)
+            again: dict[Key, None] = {}
             for res in builder.results(resp):
                 key = (res.topic, res.partition_index)
                 if key not in pending:
@@ -119,17 +119,16 @@ class _Walk:
                     del pending[key]
                 else:
                     pending[key] = nxt
-                    again.append(key)
-                    asked_again.add(key)
+                    again[key] = None
             for key in groups_of.pop(id(req)):
-                if key in pending and key not in asked_again and key not in retry:
+                if key in pending and key not in again and key not in retry:
                     # the answer left the partition out: ask again, but not forever
                     misses[key] = misses.get(key, 0) + 1
                     if misses[key] > 3:
                         raise BrokerError("the fetch response does not contain the partition",
                                           broker=conn.address, api="Fetch", topic=key[0], partition=key[1])
-                    again.append(key)
-            return [request(again)] if again else []
+                    again[key] = None
+            return [request(list(again))] if again else []
 
         groups = [keys[i::self.depth] for i in range(min(self.depth, len(keys)))]
         conn.exchange([request(g) for g in groups], step, builder.version,
