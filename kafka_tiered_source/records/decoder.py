@@ -97,7 +97,7 @@ class Batcher:
     (the piece after a cut batch is one batch).  The rows stay in the builder's own buffers:
     nothing is copied to join them."""
 
-    __slots__ = ("backend", "builder", "rows", "include_headers")
+    __slots__ = ("backend", "builder", "rows")
 
     def __init__(self, rows: int = BATCH_ROWS, *, include_headers: bool = True,
                  max_bytes: int = BATCH_BYTES, backend: str | None = None):
@@ -108,7 +108,6 @@ class Batcher:
         self.backend = _backend(backend)
         self.builder: RecordBuilder = self.backend.Builder(include_headers, max_bytes)
         self.rows = rows
-        self.include_headers = include_headers
 
     @property
     def pending(self) -> int:
