@@ -50,6 +50,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -216,7 +217,9 @@ def main(argv=None) -> int:
     from kafka_tiered_source.testing import EmbeddedCluster, aiven_writer
 
     work = tempfile.mkdtemp(prefix="kafka-tiered-backfill-")
-    output = os.path.abspath(args.output or os.path.join(work, "parquet"))
+    # the broker's log, the store and the keys live in ``work``, removed at the end; the Parquet
+    # files are the job's result and stay (a directory of their own unless --output names one)
+    output = os.path.abspath(args.output or tempfile.mkdtemp(prefix="kafka-tiered-parquet-"))
     moto = proxied = None
     cluster_kw: dict = {}
     storage: dict = {}
@@ -397,6 +400,7 @@ def main(argv=None) -> int:
             moto.stop()
         if proxied is not None:
             proxied.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

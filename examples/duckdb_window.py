@@ -22,6 +22,7 @@ import datetime as dt
 import logging
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if moto is not None:
             moto.stop()
+        shutil.rmtree(work, ignore_errors=True)   # the broker's log and the store: nothing kept
     return 0
 
 

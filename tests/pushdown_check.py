@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import sys
 import tempfile
 import weakref
@@ -53,6 +54,7 @@ def run_cases(spark, options: dict, cases=CASES) -> list[dict]:
             out.append(case)
     finally:
         spark.conf.set(PUSHDOWN, before)
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

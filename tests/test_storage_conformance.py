@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import logging
+import os
 import pickle
 import random
 import re
@@ -102,13 +103,14 @@ def ids():
 
 
 _KEY_FILES: dict = {}
+# the key pairs' files, in a directory removed when the test process ends
+_KEY_DIR = tempfile.TemporaryDirectory(prefix="kts-keys-")
 
 
 def key_file(key_id: str) -> str:
     """A private key for ``key_id`` (made once per test process)."""
     if key_id not in _KEY_FILES:
-        _KEY_FILES[key_id] = aiven_writer.generate_key_pair(
-            tempfile.mkstemp(prefix=f"kts-{key_id}-", suffix=".pem")[1])
+        _KEY_FILES[key_id] = aiven_writer.generate_key_pair(os.path.join(_KEY_DIR.name, f"{key_id}.pem"))
     return _KEY_FILES[key_id]
 
 
