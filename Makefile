@@ -7,6 +7,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 export PYSPARK_PYTHON        := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
+# Bytecode cached, whatever the calling shell says: with PYTHONDONTWRITEBYTECODE set, every test
+# worker, Spark Python worker and CLI subprocess compiles the package (and pytest re-rewrites every
+# test file) from source; collecting the suite alone cost 15 CPU-s a worker that way, 5.4 with the
+# cache.  The cache lives in .pycache/, outside the source tree (sys.pycache_prefix).
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX     := $(abspath .pycache)
 
 .PHONY: install demo test test-native test-pure bench clean spark35 lint pyspark-venvs
 
@@ -65,4 +71,4 @@ bench: install
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf build dist $(VENV) .venv-spark35 .venv-pyspark-* node_modules *.egg-info kafka_tiered_source/_native*.so
+	rm -rf build dist .pycache $(VENV) .venv-spark35 .venv-pyspark-* node_modules *.egg-info kafka_tiered_source/_native*.so
