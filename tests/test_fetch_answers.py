@@ -3,7 +3,8 @@ native/fetch_answers.c and its pure-Python twin read the embedded broker's real 
 (locations with aborted lists, records, empty records, partition errors, an unknown topic id)
 into the same tuples the codec's objects make, on every flexible version; they decline what is
 cut short or left over, and then the codec names the fault; the requests encoded from parts, and
-patched from the last one, are byte for byte the codec's.
+patched from the last one, and the broker's answers written without the codec
+(testing/apis/fetch_body.py) are byte for byte the codec's.
 
 Expected values come from how the partitions were written (tests/histories.py): which
 producer's transaction aborted where, where the log ends, what was tiered."""
@@ -18,6 +19,7 @@ from kafka_tiered_source.protocol import codec, fetch_answers as fa, messages as
 from kafka_tiered_source.protocol.client import BrokerClient
 from kafka_tiered_source.protocol.fetch import FetchAsk
 from kafka_tiered_source.protocol.fetch_frames import FetchFrames, encode
+from kafka_tiered_source.testing.apis import fetch_body
 
 VERSIONS = range(12, 19)
 INT32_MAX = 2**31 - 1
@@ -70,7 +72,12 @@ def _frames(c, version: int, asks: list[FetchAsk], *, extra_topic: bool = False)
 def _all_ways(frame: bytes, version: int) -> tuple:
     native = _native.fetch_answers(memoryview(frame), 5, version)
     python = fa.read_answers(memoryview(frame), 5, version)
-    reference = fa.answers_of(codec.decode_response(frame, m.FetchResponse, version)[1], version)
+    cid, decoded = codec.decode_response(frame, m.FetchResponse, version)
+    # the embedded broker writes its answers without the codec (testing/apis/fetch_body.py): the
+    # bytes are the codec's
+    assert codec.encode_response(decoded, version, cid, framed=False) == frame
+    assert fetch_body.encode(decoded, version).body == frame[5:]
+    reference = fa.answers_of(decoded, version)
     assert native is not None and python is not None, "the fast readers declined a well-formed answer"
 
     def plain(answers):
