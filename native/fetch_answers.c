@@ -9,7 +9,7 @@
  *   partition: (index, error code, high watermark, last stable offset, log start offset,
  *               aborted ((producer id, first offset), ...) or None, preferred read replica,
  *               records (a memoryview into the frame, b"" when empty, None when null),
- *               segment id (16 bytes, None when absent or zero), custom metadata, start position,
+ *               segment id (Kafka's Uuid string, None when absent or zero), custom metadata, start position,
  *               end position, base offset, end offset, storage format, signed location)
  *
  * Like rlm_rows.c it is deliberately narrower than the codec: any value out of bounds, a tag out
@@ -107,6 +107,25 @@ static PyObject *fa_text(fa_rd *r, int nullable, int *rc)
     return s;
 }
 
+static const char FA_B64URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/* Kafka's Uuid.toString(): 16 bytes as 22 characters of URL-safe base64 without padding. */
+static PyObject *fa_uuid_str(const uint8_t *u)
+{
+    char s[22];
+    int k = 0;
+    for (int i = 0; i < 15; i += 3) {
+        uint32_t v = ((uint32_t)u[i] << 16) | ((uint32_t)u[i + 1] << 8) | u[i + 2];
+        s[k++] = FA_B64URL[(v >> 18) & 63];
+        s[k++] = FA_B64URL[(v >> 12) & 63];
+        s[k++] = FA_B64URL[(v >> 6) & 63];
+        s[k++] = FA_B64URL[v & 63];
+    }
+    s[k++] = FA_B64URL[u[15] >> 2];
+    s[k++] = FA_B64URL[(u[15] & 3) << 4];
+    return PyUnicode_FromStringAndSize(s, 22);
+}
+
 enum { F_INDEX, F_ERROR, F_HWM, F_LSO, F_LOG_START, F_ABORTED, F_PREFERRED, F_RECORDS, F_SEGMENT_ID,
        F_CUSTOM, F_START, F_END, F_BASE, F_END_OFFSET, F_FORMAT, F_SIGNED, N_FIELDS };
 
@@ -168,7 +187,7 @@ static int fa_partition_tags(fa_rd *r, PyObject *t)
                 int zero = 1;
                 for (int k = 0; k < 16; k++) zero &= r->p[r->pos + k] == 0;
                 if (!zero) {
-                    o = PyBytes_FromStringAndSize((const char *)(r->p + r->pos), 16);
+                    o = fa_uuid_str(r->p + r->pos);
                     if (!o) return NOMEM;
                     slot = F_SEGMENT_ID;
                 }

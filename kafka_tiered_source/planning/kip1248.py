@@ -19,11 +19,11 @@ a one-byte limit, so that a broker ignoring the tags sends one batch at most.
 from __future__ import annotations
 
 from ..errors import BrokerError, ConfigError
-from ..ids import uuid_to_str
 from ..model import EARLIEST_LOCAL
 from ..protocol.fetch_answers import (P_ABORTED, P_BASE_OFFSET, P_CUSTOM_METADATA, P_END_OFFSET, P_END_POSITION,
                                       P_SEGMENT_ID, P_SIGNED_LOCATION, P_START_POSITION, P_STORAGE_FORMAT)
 from ..protocol.rounds import fetch_rounds
+from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment
 from .locate import OPTION, Located, TieredEnds, broker_range, broker_tail, merged
 from .packing import SegmentSlice
@@ -53,6 +53,9 @@ class Kip1248Locator:
         # asked for by name: a walk that finds nothing of a tiered range is an error
         self.strict = strict
         self.tiered_ends = tiered_ends
+        # a RemoteSegment and a SegmentSlice per copy (a million at 1M copies), made from every
+        # field in order without the frozen __init__'s object.__setattr__ per field
+        self.make_segment, self.make_slice = slots_maker(RemoteSegment), slots_maker(SegmentSlice)
 
     def refusal(self, pr: PartitionRange) -> str | None:
         if not self.client.supports_kip1248(pr.topic, pr.partition):
@@ -150,11 +153,10 @@ class _Walk:
         if end_pos < start_pos or start_pos < 0:
             return None              # an inconsistent hint: the broker serves the rest
         signed = part[P_SIGNED_LOCATION]
-        seg = RemoteSegment(
-            topic=pr.topic, topic_id=pr.topic_id, partition=pr.partition, segment_id=uuid_to_str(sid),
-            base_offset=part[P_BASE_OFFSET], end_offset=part[P_END_OFFSET], size_bytes=end_pos,
-            custom_metadata=part[P_CUSTOM_METADATA], presigned_url=signed,
-            storage_format=part[P_STORAGE_FORMAT] or "ApacheKafkaV1", broker_positions=True)
+        # every field in order: no manifest read, no max timestamp, positions from the broker
+        seg = self.locator.make_segment(pr.topic, pr.topic_id, pr.partition, sid, part[P_BASE_OFFSET], part[P_END_OFFSET],
+                            end_pos, part[P_CUSTOM_METADATA], signed, part[P_STORAGE_FORMAT] or "ApacheKafkaV1",
+                            None, None, True)
         # A later segment than asked for: the leader would serve the offset from that segment's
         # first batch (RemoteLogManager.read moved past a copy whose tail holds no record).  The
         # offsets between go to the brokers, which answer them so; a tiered copy serves them.
@@ -176,7 +178,7 @@ class _Walk:
             listed = part[P_ABORTED]
             # read_uncommitted (null), or none aborted: the usual answer, no tuple made
             self.aborted_at[first] = tuple(AbortedTransaction(*a) for a in listed) if listed else ()
-            self.pieces.append(SegmentSlice(seg, first, seg_end, ((first, start_pos),)))
+            self.pieces.append(self.locator.make_slice(seg, first, seg_end, ((first, start_pos),)))
             self.remote_bytes += end_pos - start_pos
             self.remote_offsets += seg_end - first
         self.offset = seg.end_offset + 1

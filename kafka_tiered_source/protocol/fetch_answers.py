@@ -14,8 +14,8 @@ A partition's tuple (``P_*`` name each place; the codec's ``FetchResponse.Partit
 field in brackets): index [partition_index], error code, high watermark, last stable offset,
 log start offset, aborted transactions (``((producer id, first offset), ...)``, None when the
 broker sent null), preferred read replica, records (a memoryview into the frame; ``b""`` when
-empty, None when null), and the KIP-1248 location: segment id (16 bytes; None when absent or
-all zero, i.e. no location), custom metadata, start and end position, base and end offset,
+empty, None when null), and the KIP-1248 location: segment id (Kafka's Uuid string; None when
+absent or all zero, i.e. no location), custom metadata, start and end position, base and end offset,
 storage format, signed location.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from ..ids import uuid_to_str
 from ..records.backend import decoder_backend
 from . import kip1248
 
@@ -74,7 +75,7 @@ def partition_of(p: Any) -> tuple:
             None if aborted is None else tuple((a.producer_id, a.first_offset) for a in aborted),
             p.preferred_read_replica,
             None if records is None else (records if len(records) else b""),
-            None if sid is None or bytes(sid) == _ZERO_ID else bytes(sid),
+            None if sid is None or bytes(sid) == _ZERO_ID else uuid_to_str(bytes(sid)),
             None if p.remote_log_segment_custom_metadata is None else bytes(p.remote_log_segment_custom_metadata),
             p.remote_log_segment_start_position, p.remote_log_segment_end_position,
             p.remote_log_segment_base_offset, p.remote_log_segment_end_offset,
@@ -168,7 +169,7 @@ def _partition_tags(buf, pos: int, end: int, out: list) -> int:
                 raise _Declined
             sid = bytes(buf[pos:stop])
             if sid != _ZERO_ID:
-                out[P_SEGMENT_ID] = sid
+                out[P_SEGMENT_ID] = uuid_to_str(sid)
         elif tag == kip1248.TAG_REMOTE_LOG_SEGMENT_CUSTOM_METADATA:
             n, at = _uvarint(buf, pos, stop)
             if n == 0:
