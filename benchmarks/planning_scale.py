@@ -3,6 +3,7 @@ through ``__remote_log_metadata`` whose records are synthesized as the broker wr
 
     python -m benchmarks.planning --synthetic                       # 10k -> 100k -> 1M segments
     python -m benchmarks.planning --synthetic --scale 10000 --repeat 1
+    python -m benchmarks.planning --synthetic --synthetic-locators kip1248 --baseline DIR   # same run
 
 Tiering a million real segments is out of reach here (the ``benchmarks.planning`` curve builds
 real ones and stops at 100k: ~1.8 M files), and planning reads no segment byte, so each point
