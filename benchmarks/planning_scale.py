@@ -3,6 +3,7 @@ through ``__remote_log_metadata`` whose records are synthesized as the broker wr
 
     python -m benchmarks.planning --synthetic                       # 10k -> 100k -> 1M segments
     python -m benchmarks.planning --synthetic --scale 10000 --repeat 1
+    python -m benchmarks.planning --synthetic --synthetic-locators kip1248 --baseline DIR   # same run
 
 Tiering a million real segments is out of reach here (the ``benchmarks.planning`` curve builds
 real ones and stops at 100k: ~1.8 M files), and planning reads no segment byte, so each point
@@ -179,23 +180,25 @@ with EmbeddedCluster(data_dir, remote_storage=remote) as cluster:
 """
 
 
-def run_kip1248_point(scale: int, segments: int, segment_bytes: int, repeat: int, work_dir: str | None) -> dict:
+def run_kip1248_point(scale: int, segments: int, segment_bytes: int, repeat: int, work_dir: str | None,
+                      tree_root: str = ROOT) -> dict:
     """The KIP-1248 walk at ``scale`` copies: ``scale / segments`` partitions of ``segments``
     one-record copies, synthesized by the broker (testing/synthetic_tiers.py: metadata, batch
     tables and indexes as a tiering broker keeps them, no segment bytes), planned with
     ``remote.segment.locator=kip1248`` in a new planner process: ``first`` (its first plan),
     ``later`` (best of ``repeat`` more).  Each plan also says what the broker's process spent
     meanwhile (``broker_cpu_s``: a real broker answers in Java, and on this 2-core machine the
-    embedded one's Python competes with the planner for the cores)."""
+    embedded one's Python competes with the planner for the cores).  ``tree_root``: the checkout
+    whose broker and planner run (``--baseline``: another one's, in the same run)."""
     from benchmarks.backfill import cpu_seconds
     from benchmarks.planning import Tree
     partitions = scale // segments
     work = tempfile.mkdtemp(prefix="kts-plan-kip1248-", dir=work_dir)
-    tree = Tree(ROOT)
+    tree = Tree(tree_root)
     try:
         data_dir, remote = os.path.join(work, "broker"), f"file://{work}/remote"
         broker = subprocess.Popen([sys.executable, "-c", KIP1248_BROKER, data_dir, remote, TOPIC, str(partitions),
-                                   str(segments), str(segment_bytes)], cwd=ROOT, env=tree.env, text=True,
+                                   str(segments), str(segment_bytes)], cwd=tree.tree, env=tree.env, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         tree.procs.append(broker)
         assert broker.stdout is not None     # piped
@@ -205,7 +208,7 @@ def run_kip1248_point(scale: int, segments: int, segment_bytes: int, repeat: int
         built, bootstrap = float(line.split()[1]), line.split("bootstrap servers: ")[1].strip()
         print(f"synthesized {partitions:,} partitions x {segments} segments = {partitions * segments:,} copies "
               f"in {built:.0f} s", flush=True)
-        worker = subprocess.Popen([sys.executable, "-c", WORKER], cwd=ROOT, env=tree.env, text=True,
+        worker = subprocess.Popen([sys.executable, "-c", WORKER], cwd=tree.tree, env=tree.env, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         tree.procs.append(worker)
         opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC, "remote.storage.uri": remote,
@@ -221,7 +224,7 @@ def run_kip1248_point(scale: int, segments: int, segment_bytes: int, repeat: int
         print(f"first plan: {json.dumps(first)}", flush=True)
         later = [planned() for _ in range(repeat)]
         best = min(later, key=lambda r: r["wall_s"]) if later else None
-        row = {"locator": "kip1248", "segments": partitions * segments, "partitions": partitions,
+        row = {"locator": "kip1248", "tree": "baseline" if tree_root != ROOT else "this", "segments": partitions * segments, "partitions": partitions,
                "segments_per_partition": segments, "segment_bytes": segment_bytes, "build_s": round(built, 1),
                "load_1min": round(load, 2), "first": first, "later": best}
         assert first["segments"] == partitions * segments, f"planned {first['segments']} copies"
@@ -237,9 +240,10 @@ def _print(row: dict, kinds) -> None:
         if r is None:
             continue
         broker = f", broker CPU {r['broker_cpu_s']:.2f} s" if "broker_cpu_s" in r else ""
-        print(f"{row.get('locator', 'metadata-topic'):>14} {row['segments']:>9,} copies ({row['partitions']:,} "
-              f"partitions), {kind:>8} plan: {r['wall_s']:7.2f} s ({r['wall_s'] / 30:.2f} of 30 s; "
-              f"{1000 * r['wall_s'] / row['segments']:.3f} ms per copy), CPU {r['cpu_s']:.2f} s{broker}, peak RSS "
+        tree = f" [{row['tree']}]" if row.get("tree") == "baseline" else ""
+        print(f"{row.get('locator', 'metadata-topic'):>14}{tree} {row['segments']:>9,} copies ({row['partitions']:,} "
+              f"partitions), {kind:>8} plan: wall {r['wall_s']:7.2f} s ({r['wall_s'] / 30:.2f} of 30 s; "
+              f"{1000 * r['wall_s'] / row['segments']:.3f} ms per copy), planner CPU {r['cpu_s']:.2f} s{broker}, peak RSS "
               f"{r['rss_peak'] / 2**20:,.0f} MiB ({r['rss_peak'] / 2**31:.2f} of 2 GiB); {r['tasks']:,} tasks, "
               f"<= {r['max_ranges_per_task']} ranges, pickled <= {r['task_bytes_max']:,} B (mean "
               f"{r['task_bytes_mean']:,.0f}, total {r['task_bytes_total'] / 2**20:,.1f} MiB); load {row['load_1min']}",
@@ -254,10 +258,18 @@ def main(args) -> int:
     locators = (getattr(args, "synthetic_locators", None) or "metadata-topic,kip1248").split(",")
     kip1248_rows = []
     if "kip1248" in locators:
+        baseline = getattr(args, "baseline", None)
         for n in counts:
-            kip1248_rows.append(run_kip1248_point(n, args.segments_per_partition, args.segment_bytes, args.repeat,
-                                                  base))
-            _print(kip1248_rows[-1], ("first", "later"))
+            # with --baseline, that checkout's broker and planner first, then this one's: the same run
+            for root in ([os.path.abspath(baseline)] if baseline else []) + [ROOT]:
+                kip1248_rows.append(run_kip1248_point(n, args.segments_per_partition, args.segment_bytes,
+                                                      args.repeat, base, root))
+                _print(kip1248_rows[-1], ("first", "later"))
+            if baseline:
+                before, after = kip1248_rows[-2]["first"], kip1248_rows[-1]["first"]
+                print(f"{'kip1248':>14} {n:>9,} copies, first plan after / before: wall "
+                      f"{after['wall_s'] / before['wall_s']:.2f}, planner CPU {after['cpu_s'] / before['cpu_s']:.2f}, "
+                      f"broker CPU {after['broker_cpu_s'] / max(before['broker_cpu_s'], 1e-9):.2f}", flush=True)
     rows = []
     for n in (counts if "metadata-topic" in locators else ()):
         row = run_point(n, args.segments_per_partition, args.segment_bytes, args.repeat, base)

@@ -144,3 +144,7 @@ def avro_decode(program: AvroProgram, validity: _BytesLike | None, offsets: _Byt
     or all) -> ``(columns, bad, error)``: per column ``(length, null_count, validity, data,
     var)``, the permissive ``(row, offset, reason)`` list, or the first error (then the rest
     are None).  See values/_avro_native.py."""
+
+def fetch_answers(frame: _BytesLike, pos: int, version: int) -> tuple[int, int, tuple] | None:
+    """A flexible Fetch response body at ``frame[pos:]`` -> ``(throttle, error, topics)``, one
+    tuple per partition (protocol/fetch_answers.py), or None: declined, the codec reads it."""

@@ -176,6 +176,8 @@ PyMODINIT_FUNC PyInit__native(void)
     if (kt_rlm_replay_register(m) < 0) goto fail;
     if (kt_slots_register(m) < 0) goto fail;
     if (kt_avro_register(m) < 0) goto fail;
+    /* i36j: Fetch answers as tuples for the KIP-1248 walk (fetch_answers.c) */
+    if (kt_fetch_answers_register(m) < 0) goto fail;
     return m;
 fail:
     Py_DECREF(m);

@@ -37,5 +37,7 @@ int kt_rlm_register(PyObject *module);
 /* rlm_replay.c: its rows applied to the planner's replayed state (rlm_apply) */
 int kt_rlm_replay_register(PyObject *module);
 int kt_slots_register(PyObject *module);      /* slots_maker */
+/* fetch_answers.c: Fetch responses as one tuple per partition (fetch_answers) */
+int kt_fetch_answers_register(PyObject *module);
 
 #endif

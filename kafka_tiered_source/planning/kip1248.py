@@ -19,9 +19,11 @@ a one-byte limit, so that a broker ignoring the tags sends one batch at most.
 from __future__ import annotations
 
 from ..errors import BrokerError, ConfigError
-from ..ids import uuid_to_str
 from ..model import EARLIEST_LOCAL
+from ..protocol.fetch_answers import (P_ABORTED, P_BASE_OFFSET, P_CUSTOM_METADATA, P_END_OFFSET, P_END_POSITION,
+                                      P_SEGMENT_ID, P_SIGNED_LOCATION, P_START_POSITION, P_STORAGE_FORMAT)
 from ..protocol.rounds import fetch_rounds
+from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment
 from .locate import OPTION, Located, TieredEnds, broker_range, broker_tail, merged
 from .packing import SegmentSlice
@@ -51,6 +53,9 @@ class Kip1248Locator:
         # asked for by name: a walk that finds nothing of a tiered range is an error
         self.strict = strict
         self.tiered_ends = tiered_ends
+        # a RemoteSegment and a SegmentSlice per copy (a million at 1M copies), made from every
+        # field in order without the frozen __init__'s object.__setattr__ per field
+        self.make_segment, self.make_slice = slots_maker(RemoteSegment), slots_maker(SegmentSlice)
 
     def refusal(self, pr: PartitionRange) -> str | None:
         if not self.client.supports_kip1248(pr.topic, pr.partition):
@@ -133,29 +138,25 @@ class _Walk:
         self.aborted_at: dict[int, tuple] = {}
         self.remote_bytes = self.remote_offsets = 0
 
-    def advance(self, result):
-        """Take one Fetch answer; what to ask next, or None when the walk is over."""
-        if not result.has_remote_location:
+    def advance(self, part: tuple):
+        """Take one Fetch answer (a partition's tuple, :mod:`~..protocol.fetch_answers`); what to
+        ask next, or None when the walk is over."""
+        sid = part[P_SEGMENT_ID]
+        if sid is None:
             return None              # records, not a location: the rest is the brokers'
         self.answered = True
         if self.probing:             # the leader answers locations: ask for the whole segment
             self.probing = False
             return self.offset, INT32_MAX
-        pr, part = self.pr, result.partition
-        start_pos = part.remote_log_segment_start_position or 0
-        end_pos = part.remote_log_segment_end_position or 0
+        pr = self.pr
+        start_pos, end_pos = part[P_START_POSITION], part[P_END_POSITION]
         if end_pos < start_pos or start_pos < 0:
             return None              # an inconsistent hint: the broker serves the rest
-        seg = RemoteSegment(
-            topic=pr.topic, topic_id=pr.topic_id, partition=pr.partition,
-            segment_id=uuid_to_str(bytes(part.remote_log_segment_id)),
-            base_offset=part.remote_log_segment_base_offset,
-            end_offset=part.remote_log_segment_end_offset,
-            size_bytes=end_pos,
-            custom_metadata=(bytes(part.remote_log_segment_custom_metadata)
-                             if part.remote_log_segment_custom_metadata is not None else None),
-            presigned_url=part.signed_remote_log_segment_location,
-            storage_format=part.storage_format_version or "ApacheKafkaV1", broker_positions=True)
+        signed = part[P_SIGNED_LOCATION]
+        # every field in order: no manifest read, no max timestamp, positions from the broker
+        seg = self.locator.make_segment(pr.topic, pr.topic_id, pr.partition, sid, part[P_BASE_OFFSET], part[P_END_OFFSET],
+                            end_pos, part[P_CUSTOM_METADATA], signed, part[P_STORAGE_FORMAT] or "ApacheKafkaV1",
+                            None, None, True)
         # A later segment than asked for: the leader would serve the offset from that segment's
         # first batch (RemoteLogManager.read moved past a copy whose tail holds no record).  The
         # offsets between go to the brokers, which answer them so; a tiered copy serves them.
@@ -167,16 +168,17 @@ class _Walk:
             self.offset = pr.end
             return None
         seg_end = min(pr.end, seg.end_offset + 1)
-        if end_pos == start_pos or self.locator.spans_only or (
-                not self.locator.storage_configured and not part.signed_remote_log_segment_location):
+        if end_pos == start_pos or self.locator.spans_only or (not self.locator.storage_configured and not signed):
             # No bytes (the leader would serve nothing up to the segment's end offset: a fetch
             # answers empty records there), nothing to read the segment with, or direct reads
             # off: the brokers serve it, and an empty answer there is the copy's compacted tail.
             # (A location alone never makes offsets be skipped: a wrong one costs a fetch.)
             self.pieces.append((first, seg_end, ((first, seg.end_offset + 1, seg),)))
         else:
-            self.aborted_at[first] = _aborted(part)
-            self.pieces.append(SegmentSlice(seg, first, seg_end, ((first, start_pos),)))
+            listed = part[P_ABORTED]
+            # read_uncommitted (null), or none aborted: the usual answer, no tuple made
+            self.aborted_at[first] = tuple(AbortedTransaction(*a) for a in listed) if listed else ()
+            self.pieces.append(self.locator.make_slice(seg, first, seg_end, ((first, start_pos),)))
             self.remote_bytes += end_pos - start_pos
             self.remote_offsets += seg_end - first
         self.offset = seg.end_offset + 1

@@ -240,14 +240,15 @@ class BrokerConnection:
     def _roundtrip(self, msg, version: int, timeout_ms: int | None = None):
         return self._receive(msg, version, self._send(msg, version, timeout_ms), timeout_ms)
 
-    def _send(self, msg, version: int, timeout_ms: int | None = None) -> int:
-        """Write one request frame; its correlation id."""
+    def _send(self, msg, version: int, timeout_ms: int | None = None, encode=None) -> int:
+        """Write one request frame; its correlation id.  ``encode(msg, version, correlation id,
+        client id)``, when given, makes the frame instead of the codec."""
         sock = self._sock
         if sock is None:
             raise ConnectionLost("not connected")
         cid = self._next_cid
         self._next_cid = (cid + 1) & 0x7FFFFFFF
-        frame = codec.encode_request(msg, version, cid, self.config.client_id)
+        frame = (encode or codec.encode_request)(msg, version, cid, self.config.client_id)
         try:
             sock.settimeout(self._timeout(timeout_ms))
             sock.sendall(frame)
@@ -283,9 +284,10 @@ class BrokerConnection:
         raise BrokerError(f"TLS failed: {tls.describe_failure(exc, self.config, self.host)}",
                           broker=self.address, api=m.api_name(msg.API_KEY)) from None
 
-    def _receive(self, msg, version: int, cid: int, timeout_ms: int | None = None):
+    def _receive(self, msg, version: int, cid: int, timeout_ms: int | None = None, decode=None):
         """Read and decode the response to the request ``cid`` (the next one on the socket:
-        a broker answers the requests of one connection in the order they were sent)."""
+        a broker answers the requests of one connection in the order they were sent).
+        ``decode(frame, version)``, when given, decodes it instead of the codec."""
         sock = self._sock
         if sock is None:
             raise ConnectionLost("not connected")
@@ -309,6 +311,8 @@ class BrokerConnection:
             raise ConnectionLost(f"correlation id {got} from {self.address}, expected {cid} "
                                   f"({m.api_name(msg.API_KEY)})")
         self._last_used = time.monotonic()
+        if decode is not None:
+            return decode(data, version)
         if msg.API_KEY == m.ApiVersionsRequest.API_KEY and version > 0:
             # A broker that does not know our ApiVersions version answers with a v0 body
             # (Kafka's own client falls back the same way).
@@ -318,22 +322,24 @@ class BrokerConnection:
                 return codec.decode_response(data, type(msg), 0)[1]
         return codec.decode_response(data, type(msg), version)[1]
 
-    def exchange(self, first, step, version: int, *, timeout_ms: int | None = None) -> None:
+    def exchange(self, first, step, version: int, *, timeout_ms: int | None = None, encode=None,
+                 decode=None) -> None:
         """Pipelined requests of one API and version: send every request of ``first`` at once,
         then, as each response arrives, call ``step(response, request)``, which returns the
         follow-up requests to send (the broker works on the next request while this side decodes
         the last answer).  Returns when nothing is in flight.  A broker throttle (KIP-219) delays
         the follow-ups; an error closes the connection, whatever was in flight is lost, and the
-        caller starts over from what its ``step`` calls have recorded."""
+        caller starts over from what its ``step`` calls have recorded.  ``encode`` and ``decode``
+        as :meth:`_send` and :meth:`_receive` take them."""
         from collections import deque
         with self._lock:
             self._ready()
             inflight: deque = deque()
             for msg in first:
-                inflight.append((msg, self._send(msg, version, timeout_ms)))
+                inflight.append((msg, self._send(msg, version, timeout_ms, encode)))
             while inflight:
                 msg, cid = inflight.popleft()
-                resp = self._receive(msg, version, cid, timeout_ms)
+                resp = self._receive(msg, version, cid, timeout_ms, decode)
                 self._throttled(resp)
                 follow = step(resp, msg)
                 if follow:
@@ -342,12 +348,12 @@ class BrokerConnection:
                         # KIP-368: re-authentication waits until nothing is in flight
                         while inflight:
                             msg, cid = inflight.popleft()
-                            resp = self._receive(msg, version, cid, timeout_ms)
+                            resp = self._receive(msg, version, cid, timeout_ms, decode)
                             self._throttled(resp)
                             follow = list(follow) + list(step(resp, msg) or ())
                         self._reauthenticate()
                     for nxt in follow:
-                        inflight.append((nxt, self._send(nxt, version, timeout_ms)))
+                        inflight.append((nxt, self._send(nxt, version, timeout_ms, encode)))
 
     def _ready(self):
         idle = self.config.connections_max_idle_ms

@@ -81,6 +81,15 @@ class FetchBuilder:
         self._rack = rack
         self._storage_formats = list(storage_formats)
 
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        """The topics asked about, by name."""
+        return self._topics
+
+    def name_of(self, topic_id: bytes) -> str | None:
+        """The name of an asked topic, by id (None: not one of them)."""
+        return self._names.get(topic_id)
+
     def request(self, asks: Iterable[FetchAsk], *, max_wait_ms: int, min_bytes: int, max_bytes: int,
                 isolation_level: int) -> Any:
         """A ``FetchRequest`` for ``asks`` (topics in the order they first appear)."""

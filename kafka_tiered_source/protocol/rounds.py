@@ -16,23 +16,25 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..errors import BrokerError
 from .connection import BrokerConnection, ConnectionLost
-from .fetch import FetchAsk
+from .errors import broker_error
+from .fetch_answers import P_ERROR, P_INDEX, FetchAnswers, check, decode
+from .fetch_frames import FetchFrames, encode
 
 if TYPE_CHECKING:
     from .client import BrokerClient
-    from .fetch import FetchResult
 
 Key = tuple[str, int]                        # (topic, partition)
 Ask = tuple[int, int]                        # (fetch offset, partition max bytes)
-Advance = Callable[[Key, "FetchResult"], Optional[Ask]]
+Advance = Callable[[Key, tuple], Optional[Ask]]   # a partition's answer: protocol.fetch_answers
 INT32_MAX = 2**31 - 1
 
 
 def fetch_rounds(client: "BrokerClient", starts: dict[Key, Ask], advance: Advance, *,
                  isolation_level: int, request_remote_location: bool = False, depth: int = 2) -> None:
     """Fetch ``starts`` (``{(topic, partition): (offset, partition max bytes)}``); for each
-    answer call ``advance(key, FetchResult)``, which returns what to ask that partition next or
-    None when it is done.  Returns when every partition is done."""
+    answer call ``advance(key, partition)`` (the partition's tuple, :mod:`.fetch_answers`), which
+    returns what to ask that partition next or None when it is done.  Returns when every
+    partition is done."""
     pending: dict[Key, Ask] = dict(starts)
     attempt = 0
     while pending:
@@ -92,35 +94,46 @@ class _Walk:
         conn.ensure_connected()
         builder = client.fetch_builder(conn, sorted({topic for topic, _ in keys}),
                                        request_remote_location=self.remote)
-        groups_of: dict[int, list[Key]] = {}     # id(request) -> the partitions it asks for
+        frames = FetchFrames(builder, conn.config.client_id, max_wait_ms=0, min_bytes=0, max_bytes=INT32_MAX,
+                             isolation_level=self.iso)
+        v13 = builder.version >= 13
+        names, wanted = builder.name_of, builder.topics
+        groups_of: dict[int, tuple[int, list[Key]]] = {}     # id(request) -> its group, its partitions
         misses: dict[Key, int] = {}
 
-        def request(group: list[Key]):
-            req = builder.request([FetchAsk(topic, p, *pending[(topic, p)]) for topic, p in group],
-                                  max_wait_ms=0, min_bytes=0, max_bytes=INT32_MAX, isolation_level=self.iso)
-            groups_of[id(req)] = group
+        def request(group: int, asks: list[Key]):
+            req = frames.request(group, [(key, *pending[key]) for key in asks])
+            groups_of[id(req)] = (group, asks)
             return req
 
-        def step(resp, req) -> list:
+        def step(resp: FetchAnswers, req) -> list:
+            check(resp, builder.broker)
             # the keys to ask again, in order; a dict, for the look-ups below (10k keys a request)
             again: dict[Key, None] = {}
-            for res in builder.results(resp):
-                key = (res.topic, res.partition_index)
-                if key not in pending:
+            advance = self.advance
+            for name, topic_id, parts in resp.topics:
+                topic = names(topic_id) if v13 else name
+                if topic is None or topic not in wanted:
                     continue
-                err = res.error
-                if err is not None:
-                    if not err.retriable:
-                        raise err
-                    retry[key] = pending.pop(key)
-                    continue
-                nxt = self.advance(key, res)
-                if nxt is None:
-                    del pending[key]
-                else:
-                    pending[key] = nxt
-                    again[key] = None
-            for key in groups_of.pop(id(req)):
+                for part in parts:
+                    key = (topic, part[P_INDEX])
+                    if key not in pending:
+                        continue
+                    code = part[P_ERROR]
+                    if code:
+                        err = broker_error(code, broker=builder.broker, api="Fetch", topic=topic, partition=key[1])
+                        if not err.retriable:
+                            raise err
+                        retry[key] = pending.pop(key)
+                        continue
+                    nxt = advance(key, part)
+                    if nxt is None:
+                        del pending[key]
+                    else:
+                        pending[key] = nxt
+                        again[key] = None
+            group, asked = groups_of.pop(id(req))
+            for key in asked:
                 if key in pending and key not in again and key not in retry:
                     # the answer left the partition out: ask again, but not forever
                     misses[key] = misses.get(key, 0) + 1
@@ -128,8 +141,8 @@ class _Walk:
                         raise BrokerError("the fetch response does not contain the partition",
                                           broker=conn.address, api="Fetch", topic=key[0], partition=key[1])
                     again[key] = None
-            return [request(list(again))] if again else []
+            return [request(group, list(again))] if again else []
 
         groups = [keys[i::self.depth] for i in range(min(self.depth, len(keys)))]
-        conn.exchange([request(g) for g in groups], step, builder.version,
-                      timeout_ms=client.config.request_timeout_ms)
+        conn.exchange([request(i, g) for i, g in enumerate(groups)], step, builder.version,
+                      timeout_ms=client.config.request_timeout_ms, encode=encode, decode=decode)

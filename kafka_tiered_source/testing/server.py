@@ -37,6 +37,7 @@ from .coordinator import Coordinator
 from .apis import ADVERTISED, APIS, admin, sasl, txn
 from .apis._shared import CLOSE, err
 from .apis.fetch import LatencyHistogram
+from .apis.fetch_body import EncodedResponse
 from .apis.telemetry import TelemetryPush
 from .storage import BrokerStorage
 
@@ -429,6 +430,8 @@ class BrokerServer:
                 return CLOSE
         if resp is None:          # Produce with acks=0: no answer at all
             return b""
+        if isinstance(resp, EncodedResponse):     # a flexible version's body (Fetch): header v1
+            return struct.pack(">ii", len(resp.body) + 5, hdr.correlation_id) + b"\0" + resp.body
         return codec.encode_response(resp, version, hdr.correlation_id)
 
     def _note_tls_principal(self, conn: _Connection, writer) -> None:

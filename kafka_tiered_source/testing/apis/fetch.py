@@ -13,6 +13,7 @@ from ...errors import KafkaTieredError
 from ...protocol import messages as m
 from ...protocol.kip1248 import MIN_FETCH_VERSION, STORAGE_FORMAT_APACHE_KAFKA_V1
 from ..log import StorageError
+from . import fetch_body
 from ._shared import ZERO_UUID, err
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ async def fetch(broker, conn, hdr, req, v):
         if total >= max(req.min_bytes, 1) or errors or remote or remaining <= 0 or not keys:
             records = sum(len(p.records or b"") for t in resp.responses for p in t.partitions)
             resp.throttle_time_ms = _throttle(broker, conn, hdr.client_id, records)
-            return resp
+            return fetch_body.encode(resp, v) or resp
         if seen != [broker.data_versions.get(k, 0) for k in keys]:
             continue        # data arrived while we read: look again rather than miss the wake-up
         await broker.wait_for_data(keys, remaining)
