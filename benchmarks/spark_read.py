@@ -174,17 +174,55 @@ def _session():
             .getOrCreate())
 
 
-def _timed(configs: dict, repeat: int) -> dict:
+def _tree() -> dict:
+    """CPU seconds and minor page faults of this process's descendants (the JVM, the Python
+    workers and their daemon), by kind: ``jvm``, ``python``; each with what its reaped children
+    took (so a worker that exits between two looks still counts, in its parent)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats, parent = {}, {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        comm, rest = raw[raw.index("(") + 1:raw.rindex(")")], raw[raw.rindex(")") + 2:].split()
+        parent[int(pid)] = int(rest[1])
+        # utime stime cutime cstime (fields 14-17), minflt cminflt (10, 11)
+        stats[int(pid)] = (comm, (int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])) / tick,
+                           int(rest[7]) + int(rest[8]))
+    me, out = os.getpid(), {"jvm": [0.0, 0], "python": [0.0, 0]}
+    for pid, (comm, cpu, flt) in stats.items():
+        p = parent.get(pid)
+        while p not in (None, 0, 1, me):
+            p = parent.get(p)
+        if p == me:
+            kind = out["jvm" if comm == "java" else "python"]
+            kind[0] += cpu
+            kind[1] += flt
+    return out
+
+
+def _timed(configs: dict, repeat: int, cpu: dict | None = None) -> dict:
     """Best wall time per configuration; the configurations take turns, so a slow spell of a
-    shared machine hits them alike."""
+    shared machine hits them alike.  ``cpu``: filled with each configuration's CPU seconds and
+    minor page faults per run, JVM and Python workers (the mean over the timed runs)."""
     for make in configs.values():             # warm-up: Python workers, imports, page cache
         make().write.format("noop").mode("overwrite").save()
     best = dict.fromkeys(configs, float("inf"))
     for _ in range(repeat):
         for name, make in configs.items():
+            before = _tree() if cpu is not None else None
             t0 = time.perf_counter()
             make().write.format("noop").mode("overwrite").save()
             best[name] = min(best[name], time.perf_counter() - t0)
+            if cpu is not None and before is not None:
+                after = _tree()
+                acc = cpu.setdefault(name, [0.0, 0.0, 0.0, 0.0])
+                for i, (kind, j) in enumerate((("jvm", 0), ("python", 0), ("jvm", 1), ("python", 1))):
+                    acc[i] += (after[kind][j] - before[kind][j]) / repeat
     return best
 
 
@@ -217,6 +255,9 @@ def main(argv=None) -> int:
                     help="rows per Arrow batch of the ceiling (65536: the fastest size measured here; 0: "
                          "rows per tiered range, the batch size kafka-tiered yields)")
     ap.add_argument("--skip-broker", action="store_true", help="leave out the broker-mediated run")
+    ap.add_argument("--cpu", action="store_true",
+                    help="also print each configuration's CPU seconds and minor page faults per run "
+                         "(JVM, Python workers), read from /proc")
     ap.add_argument("--codecs", default="none",
                     help="one topic per codec, comma-separated (none, gzip, snappy, lz4, zstd)")
     args = ap.parse_args(argv)
@@ -282,7 +323,8 @@ def main(argv=None) -> int:
         for name, make in configs.items():       # correctness first: every config sees every row
             n = _count(make())
             assert n == args.records, f"{name}: {n} rows, want {args.records}"
-        results = _timed(configs, args.repeat)
+        cpu: dict | None = {} if args.cpu else None
+        results = _timed(configs, args.repeat, cpu)
         spark.stop()
 
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
@@ -294,6 +336,11 @@ def main(argv=None) -> int:
         codec = name.split("-", 1)[1] if name.startswith("direct-") else codecs[0]
         print(f"{name:<14}{secs:>8.2f}{args.records / secs / 1e6:>11.2f}"
               f"{log_bytes[codec] / secs / 1e6:>10.0f}{ceiling / secs:>12.2f}")
+    if cpu:
+        print(f"\nper run, mean of {args.repeat}: CPU seconds and minor page faults (thousands), from /proc")
+        print(f"{'config':<14}{'JVM CPU':>8}{'Py CPU':>8}{'total':>8}{'JVM flt':>9}{'Py flt':>9}")
+        for name, (jvm, py, jflt, pflt) in cpu.items():
+            print(f"{name:<14}{jvm:>8.2f}{py:>8.2f}{jvm + py:>8.2f}{jflt / 1e3:>9.1f}{pflt / 1e3:>9.1f}")
     return 0
 
 
