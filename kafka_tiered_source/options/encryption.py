@@ -16,8 +16,8 @@ so a value holding PEM text is refused, without being echoed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import ConfigError
 
 OPTION = "remote.storage.aiven.encryption.key.pairs"

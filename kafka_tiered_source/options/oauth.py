@@ -17,8 +17,8 @@ Accepted as in Kafka:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import ConfigError
 from ..redact import Secret
 from .tls import CHECK_HOSTNAME, TLS_KEYS, TlsSettings

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from dataclasses import replace
 
+from ..dataclass import replace
 from ..errors import RemoteStorageError
 from ..storage import aiven
 from ..storage.segment import RemoteSegment

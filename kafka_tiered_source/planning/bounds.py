@@ -9,9 +9,9 @@ is data loss (``failOnDataLoss``), an end past the highest is an error, and star
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from ..dataclass import dataclass
 from ..errors import ConfigError, DataLossError
 from ..model import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
                      SpecificOffsets, SpecificTimestamps, TopicPartition)

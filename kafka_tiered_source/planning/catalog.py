@@ -56,9 +56,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
+from ..dataclass import dataclass, field, replace
 from ..errors import BrokerError
 from ..ids import uuid_from_str, uuid_to_str
 from ..protocol import remote_log_metadata as rlm

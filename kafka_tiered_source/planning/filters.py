@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import logging
 import operator
-from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
+
+from ..dataclass import dataclass
 
 if TYPE_CHECKING:
     import datetime as _dt
@@ -357,7 +358,7 @@ def narrow_ranges(ranges: list, row_filter: RowFilter | None, offsets_for_times=
     and a lower bound on ``timestamp`` through ``offsets_for_times`` (``{(topic, partition):
     ms} -> {(topic, partition): offset}``, ListOffsets' contract: the first offset whose record
     has a timestamp >= ms, every record before it has an earlier one; < 0 when there is none)."""
-    from dataclasses import replace
+    from ..dataclass import replace
     if not row_filter:
         return ranges
     lo, hi = row_filter.offset_bounds()

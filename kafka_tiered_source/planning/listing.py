@@ -36,10 +36,10 @@ segment's producer snapshot, or a walk of batch headers (see :meth:`StoreListing
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Callable, Iterable, TypeVar
 
+from ..dataclass import dataclass, replace
 from ..errors import ConfigError, OfflinePlanningError, SegmentFormatError
 from ..model import SubscribePattern
 from ..records.header import iter_headers

@@ -184,7 +184,7 @@ class _fetcher:
 
 def _with_manifest(tasks: list, segment, fetcher) -> list:
     """``tasks`` with the manifest the check read attached to ``segment`` wherever it is read."""
-    from dataclasses import replace
+    from ..dataclass import replace
 
     from ..storage import aiven
     from .tasks import ReadTask, RemoteRange

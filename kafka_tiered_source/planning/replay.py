@@ -10,9 +10,9 @@ compacted topic).  :mod:`.catalog` keeps the replayed state from plan to plan;
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Collection
 
+from ..dataclass import dataclass
 from ..errors import BrokerError
 from ..ids import uuid_from_str
 from ..model import EARLIEST, LATEST

@@ -49,9 +49,9 @@ What the search costs (index GETs and bytes, broker fetches and bytes) is kept p
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
+from ..dataclass import dataclass
 from ..errors import BrokerError, RemoteStorageError, UnresolvedTransactionError
 from ..records.header import iter_headers
 from ..storage.indexes import AbortedTxn, parse_txn_index

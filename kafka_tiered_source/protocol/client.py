@@ -22,9 +22,9 @@ import logging
 import random
 import threading
 import time
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
+from ..dataclass import dataclass, replace
 from ..errors import BrokerError
 from ..model import EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED, MAX_TIMESTAMP
 from ..options.client import IGNORED_KEYS, READ_COMMITTED, READ_UNCOMMITTED, ClientConfig

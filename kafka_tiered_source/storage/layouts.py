@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass, field
 
+from ..dataclass import dataclass, field
 from ..errors import ConfigError, RemoteStorageError, SegmentFormatError
 from ..redact import redact_url
 from . import aiven
