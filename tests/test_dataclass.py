@@ -162,6 +162,8 @@ CASES = {
     "kw_only_field": ("    a: int = field(kw_only=True)\n    b: int = 0\n", [((), {"a": 1}), ((1,), {})]),
     "setattr_written": ("    a: int\n    def __setattr__(self, n, v):\n        pass\n", [((1,), {})]),
     "lt_written": ("    a: int\n    def __lt__(self, o):\n        return True\n", [((1,), {})]),
+    "hash_fields": ("    a: int\n    b: int = field(default=0, compare=False, hash=True)\n"
+                    "    c: int = field(default=0, hash=False)\n", [((1, 2, 3), {}), ((1, 5, 3), {}), ((1, 2, 4), {})]),
     "nan": ("    a: float\n", [((float("nan"),), {}), ((1.0,), {})]),
     "recursive_repr": ("    a: list = field(default_factory=list)\n", [((), {})]),
 }
