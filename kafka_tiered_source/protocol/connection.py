@@ -16,7 +16,7 @@ import struct
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BrokerError, ProtocolError, TokenExpiredError
 from ..options.client import ClientConfig
@@ -98,8 +98,11 @@ class BrokerConnection:
 
     def _open(self):
         cfg = self.config
+        # An ASCII name as bytes: getaddrinfo encodes a str with the "idna" codec, whose import
+        # (encodings.idna, stringprep) a new process would pay at its first connection (issue 36).
+        host: Any = self.host.encode("ascii") if self.host.isascii() else self.host
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=cfg.connect_timeout_ms / 1000)
+            sock = socket.create_connection((host, self.port), timeout=cfg.connect_timeout_ms / 1000)
         except OSError as exc:
             raise BrokerError(f"cannot connect: {exc.strerror or exc}", broker=self.address,
                               retriable=True) from None
