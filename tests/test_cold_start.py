@@ -33,6 +33,7 @@ for locator in ("kip1248", "metadata-topic"):
     out["plans"][locator] = [list(c) for c in connects]
     out.setdefault("catalog_imported", "kafka_tiered_source.planning.metadata_topic" in sys.modules)
 out["built"] = sorted(messages.CLASSES.built())
+out["stdlib"] = sorted(m for m in ("dataclasses", "inspect", "logging", "encodings.idna") if m in sys.modules)
 print(json.dumps(out))
 """
 
@@ -43,7 +44,8 @@ def test_a_first_plan_builds_only_what_it_uses_and_opens_one_connection_per_brok
     messages a plan speaks (never Produce, transactions, groups or SASL on a plain connection),
     and opens one connection to the cluster's one broker, the bootstrap connection adopted as
     that broker's, with either locator.  A KIP-1248 plan never imports the metadata-topic
-    locator (nor the catalog under it)."""
+    locator (nor the catalog under it); neither plan imports ``dataclasses``, ``inspect``,
+    ``logging`` nor the idna codec."""
     remote = tmp_path / "remote"
     c = EmbeddedCluster(str(tmp_path / "data"), remote_storage=f"file://{remote}").start()
     try:
@@ -61,6 +63,11 @@ def test_a_first_plan_builds_only_what_it_uses_and_opens_one_connection_per_brok
         c.stop()
     assert got["built_at_import"] == [] and got["dataclasses"] == []
     assert got["catalog_imported"] is False
+    # what a plan never needs (and a new process would pay ~25 ms for): dataclasses (and the
+    # inspect it imports) for classes made by kafka_tiered_source.dataclass, logging while
+    # nothing is logged at WARNING (kafka_tiered_source.logs), the idna codec for a broker's
+    # ASCII name
+    assert got["stdlib"] == []
     for locator, connects in got["plans"].items():
         assert connects == [["127.0.0.1", port]], (locator, connects)
     unused = {"Produce", "InitProducerId", "AddPartitionsToTxn", "EndTxn", "FindCoordinator", "OffsetFetch",

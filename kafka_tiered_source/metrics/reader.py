@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import bisect
 import contextvars
-import logging
 import threading
 import time
 from collections import Counter
@@ -350,6 +349,7 @@ class ReadHistory:
                 if merged.tasks_planned and merged.tasks == merged.tasks_planned:
                     line = merged.fallback_line()
                     if line:
+                        import logging
                         logging.getLogger("kafka_tiered_source").warning("%s", line)
             return self
         key = item.read_id or "-"

@@ -27,17 +27,17 @@ a filter that is left to Spark.
 """
 from __future__ import annotations
 
-import logging
 import operator
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
 
 from ..dataclass import dataclass
+from ..logs import get_logger
 
 if TYPE_CHECKING:
     import datetime as _dt
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: The columns a predicate may name, with the kind of their values.
 COLUMNS = {"topic": "string", "partition": "int", "offset": "int", "timestamp": "timestamp",

@@ -21,12 +21,12 @@ the check.
 """
 from __future__ import annotations
 
-import logging
 
 from ..errors import (RemoteAccessDenied, RemoteConnectionError, RemoteObjectNotFound, RemoteStorageError,
                       RemoteTimeout, SegmentDecryptionError, StoragePreflightError)
+from ..logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_PROBES = 3
 _BUCKET_GONE = ("NoSuchBucket", "ContainerNotFound", "bucket does not exist", "No such bucket")

@@ -29,17 +29,17 @@ from __future__ import annotations
 
 import base64
 import bisect
-import logging
 import itertools
 from sys import intern
 
 from ..dataclass import dataclass, field, field_names
 from ..ids import uuid_to_str
+from ..logs import get_logger
 from ..protocol import remote_log_metadata as rlm
 from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 STARTED, FINISHED = rlm.COPY_SEGMENT_STARTED, rlm.COPY_SEGMENT_FINISHED
 DELETE_STARTED, DELETE_FINISHED = rlm.DELETE_SEGMENT_STARTED, rlm.DELETE_SEGMENT_FINISHED

@@ -9,7 +9,6 @@ socket before sending anything once 85-95% of it has passed, as Kafka's client d
 closes a connection whose session ended with anything but a re-authentication."""
 from __future__ import annotations
 
-import logging
 import random
 import socket
 import struct
@@ -19,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BrokerError, ProtocolError, TokenExpiredError
+from ..logs import get_logger
 from ..options.client import ClientConfig
 from . import codec, messages as m
 from .errors import broker_error
@@ -37,7 +37,7 @@ def _ssl_error() -> type[Exception]:
     mod = sys.modules.get("ssl")
     return mod.SSLError if mod is not None else _NotTLS
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 UNSUPPORTED_VERSION = 35
 SASL_AUTH_FAILED = 58
