@@ -74,3 +74,23 @@ def test_a_first_plan_builds_only_what_it_uses_and_opens_one_connection_per_brok
               "OffsetCommit", "SaslHandshake", "SaslAuthenticate", "DescribeConfigs", "PushTelemetry"}
     assert not {n for n in got["built"] if n.removesuffix("Request").removesuffix("Response") in unused}, got["built"]
     assert {"FetchRequest", "MetadataRequest", "ListOffsetsRequest"} <= set(got["built"])
+
+
+def test_the_cli_formatter_is_as_wide_as_shutils_and_building_a_parser_imports_no_shutil(monkeypatch):
+    """The CLI's help formatter finds its width as ``shutil.get_terminal_size`` does ($COLUMNS,
+    else the terminal, else 80), and making a command's parser imports neither ``shutil`` (argparse
+    would, for every argument added) nor ``logging`` nor ``dataclasses``."""
+    import shutil
+
+    from kafka_tiered_source.cli import terminal_columns
+    for columns, lines in [(None, None), ("120", None), ("50", "10"), ("abc", None), ("0", "5"), ("-3", "x")]:
+        for name, value in (("COLUMNS", columns), ("LINES", lines)):
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        assert terminal_columns() == shutil.get_terminal_size().columns, (columns, lines)
+    code = ("import sys; from kafka_tiered_source.cli import build_parser; build_parser('estimate'); "
+            "print(sorted(m for m in ('shutil', 'logging', 'dataclasses') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"
