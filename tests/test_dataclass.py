@@ -255,8 +255,8 @@ def norm(x):
 def describe_all():
     out = {}
     for m in pkgutil.walk_packages(pkg.__path__, "kafka_tiered_source."):
-        if m.name.endswith("__main__"):
-            continue
+        if m.name.endswith("__main__") or m.name.startswith("kafka_tiered_source.spark"):
+            continue   # spark/ (one class) would import pyspark: seconds, in both processes
         mod = importlib.import_module(m.name)
         for cls in list(vars(mod).values()):
             if not (isinstance(cls, type) and cls.__module__ == m.name and "__dataclass_fields__" in vars(cls)):
@@ -293,7 +293,7 @@ def test_every_class_of_the_package_is_the_standard_decorators_class():
     out, _ = std.communicate(timeout=120)
     assert std.returncode == 0
     theirs = json.loads(out)
-    assert len(mine) > 100 and mine.keys() == theirs.keys()
+    assert len(mine) > 90 and mine.keys() == theirs.keys()
     assert [n for n, d in mine.items() if not d.pop("mirrored")] == []   # none left to the fallback
     for name, desc in theirs.items():
         assert desc.pop("mirrored") is False
