@@ -46,8 +46,8 @@ Options: ``cost.preset`` (default ``aws-s3-standard``), ``cost.egress`` (``same-
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from .dataclass import dataclass
 from .options.pricing import EGRESS_CLASSES, PRESETS, CostModel, Preset
 
 __all__ = ["CostModel", "CostReport", "CostRow", "EGRESS_CLASSES", "PRESETS", "Preset", "cost_report"]

@@ -7,8 +7,9 @@ layer all speak in these types, so they sit below all of them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Union
+
+from .dataclass import dataclass
 
 # Kafka's special offsets in the JSON forms of startingOffsets / endingOffsets, which are also
 # ListOffsets' special timestamps -1 and -2.

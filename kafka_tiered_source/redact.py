@@ -17,22 +17,22 @@ REDACTED = "***"
 # the keystore's password and key are caught by "password" and "key").  The option table also
 # flags its secret options; this rule covers
 # the names it cannot know (Kafka client settings passed through, a plugin's own options).
-_SECRET_KEY = re.compile(
-    r"(password|passwd|secret|jaas|token|credential|(^|[._-])sas([._-]|$)|signature|private|access[._-]?key|"
-    r"account[._-]?key|connection[._-]?string|ssl\.key(?!store|manager))",
-    re.IGNORECASE,
+_SECRET_KEY = (
+    r"(?i)(password|passwd|secret|jaas|token|credential|(^|[._-])sas([._-]|$)|signature|private|access[._-]?key|"
+    r"account[._-]?key|connection[._-]?string|ssl\.key(?!store|manager))"
 )
 # A bare "key" component (remote.storage.gcs.key, a plugin's api.key) and user-info style names.
-_SECRET_COMPONENT = re.compile(r"(^|[._-])(key|userinfo|user\.info|auth)([._-]|$)", re.IGNORECASE)
+_SECRET_COMPONENT = r"(?i)(^|[._-])(key|userinfo|user\.info|auth)([._-]|$)"
 # The typed-key options (key.format, key.schema, key.subject.name.strategy, ...) name the
 # record key's schema, not a credential.
-_RECORD_KEY_OPTION = re.compile(r"^key\.(format|schema|subject)([._]|$)", re.IGNORECASE)
+_RECORD_KEY_OPTION = r"(?i)^key\.(format|schema|subject)([._]|$)"
+# (patterns as strings, compiled when first used (re caches them): not at import, issue 36)
 
 
 def is_secret_key(name: str) -> bool:
-    if _RECORD_KEY_OPTION.match(name):
+    if re.match(_RECORD_KEY_OPTION, name):
         return False
-    return bool(_SECRET_KEY.search(name) or _SECRET_COMPONENT.search(name))
+    return bool(re.search(_SECRET_KEY, name) or re.search(_SECRET_COMPONENT, name))
 
 
 def redact_url(url: str | None) -> str | None:

@@ -33,6 +33,7 @@ for locator in ("kip1248", "metadata-topic"):
     out["plans"][locator] = [list(c) for c in connects]
     out.setdefault("catalog_imported", "kafka_tiered_source.planning.metadata_topic" in sys.modules)
 out["built"] = sorted(messages.CLASSES.built())
+out["stdlib"] = sorted(m for m in ("dataclasses", "inspect", "logging", "encodings.idna") if m in sys.modules)
 print(json.dumps(out))
 """
 
@@ -43,7 +44,8 @@ def test_a_first_plan_builds_only_what_it_uses_and_opens_one_connection_per_brok
     messages a plan speaks (never Produce, transactions, groups or SASL on a plain connection),
     and opens one connection to the cluster's one broker, the bootstrap connection adopted as
     that broker's, with either locator.  A KIP-1248 plan never imports the metadata-topic
-    locator (nor the catalog under it)."""
+    locator (nor the catalog under it); neither plan imports ``dataclasses``, ``inspect``,
+    ``logging`` nor the idna codec."""
     remote = tmp_path / "remote"
     c = EmbeddedCluster(str(tmp_path / "data"), remote_storage=f"file://{remote}").start()
     try:
@@ -61,9 +63,34 @@ def test_a_first_plan_builds_only_what_it_uses_and_opens_one_connection_per_brok
         c.stop()
     assert got["built_at_import"] == [] and got["dataclasses"] == []
     assert got["catalog_imported"] is False
+    # what a plan never needs (and a new process would pay ~25 ms for): dataclasses (and the
+    # inspect it imports) for classes made by kafka_tiered_source.dataclass, logging while
+    # nothing is logged at WARNING (kafka_tiered_source.logs), the idna codec for a broker's
+    # ASCII name
+    assert got["stdlib"] == []
     for locator, connects in got["plans"].items():
         assert connects == [["127.0.0.1", port]], (locator, connects)
     unused = {"Produce", "InitProducerId", "AddPartitionsToTxn", "EndTxn", "FindCoordinator", "OffsetFetch",
               "OffsetCommit", "SaslHandshake", "SaslAuthenticate", "DescribeConfigs", "PushTelemetry"}
     assert not {n for n in got["built"] if n.removesuffix("Request").removesuffix("Response") in unused}, got["built"]
     assert {"FetchRequest", "MetadataRequest", "ListOffsetsRequest"} <= set(got["built"])
+
+
+def test_the_cli_formatter_is_as_wide_as_shutils_and_building_a_parser_imports_no_shutil(monkeypatch):
+    """The CLI's help formatter finds its width as ``shutil.get_terminal_size`` does ($COLUMNS,
+    else the terminal, else 80), and making a command's parser imports neither ``shutil`` (argparse
+    would, for every argument added) nor ``logging`` nor ``dataclasses``."""
+    import shutil
+
+    from kafka_tiered_source.cli import terminal_columns
+    for columns, lines in [(None, None), ("120", None), ("50", "10"), ("abc", None), ("0", "5"), ("-3", "x")]:
+        for name, value in (("COLUMNS", columns), ("LINES", lines)):
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        assert terminal_columns() == shutil.get_terminal_size().columns, (columns, lines)
+    code = ("import sys; from kafka_tiered_source.cli import build_parser; build_parser('estimate'); "
+            "print(sorted(m for m in ('shutil', 'logging', 'dataclasses') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"

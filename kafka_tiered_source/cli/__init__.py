@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Callable
 
@@ -30,6 +31,39 @@ def command(name: str, help: str):
     return register
 
 
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's ``RawDescriptionHelpFormatter``, its width found as ``shutil.get_terminal_size``
+    finds it without importing ``shutil``: argparse makes a formatter for every argument added,
+    and its own ``import shutil`` (with zlib, bz2, lzma, fnmatch) was ~10 M instructions of every
+    command's start (issue 36)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            width = terminal_columns() - 2   # as HelpFormatter does with shutil's
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+def terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: $COLUMNS, else the terminal's, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    try:
+        lines = int(os.environ["LINES"])
+    except (KeyError, ValueError):
+        lines = 0
+    if columns <= 0 or lines <= 0:
+        try:
+            size = os.get_terminal_size(sys.__stdout__.fileno())  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            size = os.terminal_size((80, 24))
+        if columns <= 0:
+            columns = size.columns or 80
+    return columns
+
+
 def examples(*lines: str) -> str:
     """A sub-parser's epilog: ``examples:`` and one command per line (a ``#`` comment may
     follow).  ``kafka-tiered --help`` shows the first example of every subcommand."""
@@ -42,7 +76,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     nor ``export``'s, and pays only for its own (issue 36's cold start)."""
     for mod in SUBCOMMAND_MODULES if only is None else [f"{__name__}.{only}"]:
         importlib.import_module(mod)
-    parser = argparse.ArgumentParser(prog="kafka-tiered", formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = argparse.ArgumentParser(prog="kafka-tiered", formatter_class=Formatter,
                                      description="Read Kafka topics out of tiered storage.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     firsts = []
@@ -50,7 +84,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:
             continue
         p = sub.add_parser(name, help=help, description=help,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+                           formatter_class=Formatter)
         p.set_defaults(_run=setup(p))
         shown = (p.epilog or "").splitlines()[1:2]   # a subcommand's epilog is examples(...)
         firsts += [line.strip() for line in shown]

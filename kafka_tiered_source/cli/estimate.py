@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 
-from . import command, examples
+from . import Formatter, command, examples
 
 EXAMPLES = examples(
     "kafka-tiered estimate --bootstrap-servers b1:9092 --topic orders --remote-storage-uri s3://tiered/prod/"
@@ -183,7 +183,7 @@ def window_options(args, opts: dict):
 
 @command("estimate", "Plan a read without Spark and print its GETs, bytes and dollars.")
 def _estimate_setup(p: argparse.ArgumentParser):
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.formatter_class = Formatter
     p.epilog = EXAMPLES
     add_read_arguments(p)
     add_window_arguments(p)

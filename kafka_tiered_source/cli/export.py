@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any, Callable, TextIO
 
-from . import command, examples
+from . import Formatter, command, examples
 from .estimate import add_read_arguments, add_window_arguments, read_options, report_error, window_options
 
 EXAMPLES = examples(
@@ -47,7 +47,7 @@ PARTITION_COLUMNS = ("topic", "partition")
 
 @command("export", "Read a topic (or a window of it) without Spark and write it to Parquet.")
 def _export_setup(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.formatter_class = Formatter
     p.epilog = EXAMPLES
     add_read_arguments(p, check=False)
     add_window_arguments(p)

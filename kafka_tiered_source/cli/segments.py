@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from . import command, examples
+from . import Formatter, command, examples
 from .estimate import (add_read_arguments, add_refresh_argument, partition_filter, read_options, report_error,
                        storage_line)
 
@@ -35,7 +35,7 @@ EXAMPLES = examples(
 
 @command("segments", "List the tiered segments of a read: offsets, timestamps, size, locator.")
 def _segments_setup(p: argparse.ArgumentParser):
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.formatter_class = Formatter
     p.epilog = EXAMPLES
     add_read_arguments(p)
     add_refresh_argument(p)

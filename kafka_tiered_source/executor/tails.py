@@ -47,8 +47,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 
+from ..dataclass import replace
 from ..errors import BrokerError, KafkaTieredError
 
 log = logging.getLogger(__name__)

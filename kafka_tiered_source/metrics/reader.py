@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import bisect
 import contextvars
-import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields
+
+from ..dataclass import dataclass, field
 
 #: The topic-partition a GET is made for, set by whoever starts it (the prefetcher, which runs
 #: ahead of the reader into later partitions); when unset, the reader's current scope counts.
@@ -127,6 +127,7 @@ class ReadStats:
         return sum(self.remote_errors.values())
 
     def add(self, other: "ReadStats") -> "ReadStats":
+        from dataclasses import fields   # here, not at import: it imports inspect (a plan's cold start)
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
             if isinstance(a, LatencyHistogram):
@@ -141,6 +142,7 @@ class ReadStats:
         return ReadStats().add(self)
 
     def as_dict(self) -> dict:
+        from dataclasses import fields
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["remote_errors"] = dict(d["remote_errors"])
         d["fallback_reasons"] = dict(d["fallback_reasons"])
@@ -150,6 +152,7 @@ class ReadStats:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ReadStats":
+        from dataclasses import fields
         kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
         kw["remote_errors"] = Counter(d.get("remote_errors") or {})
         kw["fallback_reasons"] = Counter(d.get("fallback_reasons") or {})
@@ -346,6 +349,7 @@ class ReadHistory:
                 if merged.tasks_planned and merged.tasks == merged.tasks_planned:
                     line = merged.fallback_line()
                     if line:
+                        import logging
                         logging.getLogger("kafka_tiered_source").warning("%s", line)
             return self
         key = item.read_id or "-"

@@ -28,7 +28,7 @@ GSSAPI_REFUSAL = (
     "with SCRAM-SHA-512 (ScramLoginModule in sasl.jaas.config), OAUTHBEARER (KIP-768 client "
     "credentials) or mutual TLS (ssl.keystore.*) instead")
 # One JAAS login-module entry: Name flag key=value ... ;  (values quoted, with \" and \\, or bare)
-_JAAS_TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))')
+_JAAS_TOKEN = r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))'   # compiled when first used (re caches it): not at import (issue 36)
 _JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
 # Kafka ssl.* settings that choose JVM machinery: accepted when they name Java's default (which
 # means nothing to OpenSSL), else refused; None: always refused.
@@ -55,7 +55,7 @@ def parse_jaas(text: str, option: str = "sasl.jaas.config") -> tuple[str, str, d
     pos = 0
     text = str(text)
     while pos < len(text):
-        m = _JAAS_TOKEN.match(text, pos)
+        m = re.compile(_JAAS_TOKEN).match(text, pos)
         if m is None or m.end() == pos:
             if text[pos:].strip() == "":
                 break

@@ -16,14 +16,14 @@ so a value holding PEM text is refused, without being echoed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import ConfigError
 
 OPTION = "remote.storage.aiven.encryption.key.pairs"
 SOURCES = ("file", "env")
 # Kafka's ConfigDef.Type.LIST splits ids on commas; the ids themselves are free text.
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"   # compiled when first used (re caches it): not at import (issue 36)
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def parse_key_pairs(label: str, name: str, raw) -> tuple[KeyPairSource, ...]:
         if not colon or kind not in SOURCES or not where:
             raise ConfigError(f"{label}: the private key of key pair {key_id!r} must come from "
                               f"file:PATH or env:NAME", option=name)
-        if kind == "env" and not _ENV_NAME.match(where):
+        if kind == "env" and not re.match(_ENV_NAME, where):
             raise ConfigError(f"{label}: key pair {key_id!r}: {where!r} is not an environment "
                               f"variable name", option=name)
         seen.add(key_id)

@@ -3,7 +3,6 @@ pickle and copy by its fields' values, and refuse assignment, as a frozen datacl
 generated class holds the rest: ``__slots__``, ``FIELDS``, ``__init__``, ``_values``, ``__repr__``."""
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError
 from typing import Any, ClassVar, TypeVar
 
 _T = TypeVar("_T", bound="Frozen")
@@ -27,9 +26,11 @@ class Frozen:
         return hash(self._values())
 
     def __setattr__(self, name: str, value: Any) -> None:
+        from dataclasses import FrozenInstanceError   # here: `dataclasses` imports `inspect` (cold start)
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __getstate__(self) -> tuple:

@@ -17,8 +17,8 @@ Accepted as in Kafka:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import ConfigError
 from ..redact import Secret
 from .tls import CHECK_HOSTNAME, TLS_KEYS, TlsSettings
@@ -29,8 +29,8 @@ LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMod
 LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
                   "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler")
 # RFC 7628 section 3.1, as Kafka's OAuthBearerClientInitialResponse checks extensions
-_EXT_KEY = re.compile(r"^[A-Za-z]+$")
-_EXT_VALUE = re.compile(r"^[\x21-\x7E \t\r\n]+$")
+_EXT_KEY = r"^[A-Za-z]+$"   # compiled when first used (re caches it): not at import (issue 36)
+_EXT_VALUE = r"^[\x21-\x7E \t\r\n]+$"
 #: the JAAS ssl.* options Kafka's JaasOptionsUtils turns into the token endpoint's TLS (its
 #: client ssl.* settings; kafka-python's ssl.check.hostname is not one of them)
 JAAS_SSL_KEYS = tuple(k for k in TLS_KEYS if k != CHECK_HOSTNAME)
@@ -136,7 +136,7 @@ def oauth_config(props: dict, jaas: dict | None, handler: str | None, parse) -> 
         value = jaas[key]
         if key.startswith("extension_"):
             name = key[len("extension_"):]
-            if not _EXT_KEY.match(name) or name == "auth" or not _EXT_VALUE.match(value):
+            if not re.match(_EXT_KEY, name) or name == "auth" or not re.match(_EXT_VALUE, value):
                 raise ConfigError(f"sasl.jaas.config: the SASL extension {name!r} has an invalid name or value "
                                   f"(RFC 7628: letters only; printable ASCII)", option="sasl.jaas.config")
             extensions.append((name, value))

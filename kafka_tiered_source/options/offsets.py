@@ -27,7 +27,7 @@ from .values import INT64_MAX as _INT64_MAX
 _ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[2,4]}'
 _OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
 _TIMESTAMPS_EXAMPLE = '{"topicA":{"0":1700000000000,"1":1700000000000}}'
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_INTEGER = r"^[+-]?[0-9]+$"   # compiled when first used (re caches it): not at import (issue 36)
 
 
 def _reject_duplicates(pairs):
@@ -178,7 +178,7 @@ def bound(opts: Mapping[str, str], *, side: str, strategy: str, streaming: bool 
     if ts_name.lower() in opts:
         raw = opts[ts_name.lower()]
         text = raw.strip()
-        if not _INTEGER.match(text):
+        if not re.match(_INTEGER, text):
             raise ConfigError(f"Option '{ts_name}': expected a single long value, got {raw!r}",
                               option=ts_name)
         timestamp = int(text)

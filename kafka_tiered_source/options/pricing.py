@@ -3,7 +3,8 @@ frozen into a :class:`CostModel`.  :mod:`kafka_tiered_source.cost` turns totals 
 with it; the option table's ``cost.*`` rows feed it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
+
 
 EGRESS_CLASSES = ("same-region", "inter-az", "inter-region", "internet")
 

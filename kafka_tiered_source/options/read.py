@@ -34,12 +34,12 @@ rows here and parsed into :class:`~.client.ClientConfig` when the client is buil
 """
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError
+from ..logs import get_logger
 from ..model import LatestOffsets, OffsetBound
 from . import offsets
 from . import values as v
@@ -53,7 +53,7 @@ from .table import BY_KEY, ISOLATION_LEVELS, OPTIONS, Option, in_group, unknown,
 from .tls import HOSTNAME_KEYS, hostname_rule
 from .typed_values import ValuesConfig
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 KAFKA_PREFIX = "kafka."
 REMOTE_STORAGE_PREFIX = "remote.storage."

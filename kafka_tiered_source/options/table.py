@@ -15,10 +15,10 @@ generated from this table by :mod:`.codegen`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Iterable
 
+from ..dataclass import dataclass
 from ..errors import ConfigError
 from . import values as v
 from .encryption import parse_key_pairs

@@ -13,9 +13,9 @@ the options are parsed: a misspelt value never turns the check off.  kafka-pytho
 ``ssl.check.hostname`` is taken too; given beside the Java name, the two must agree."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ..dataclass import dataclass
 from ..errors import ConfigError
 from ..redact import Secret
 from . import values as v

@@ -9,9 +9,9 @@ options so executors never ask for a reader schema themselves.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
+from ..dataclass import dataclass
 from ..errors import ConfigError
 from ..redact import redact_url
 from .fields import ValuesConfigFields

@@ -15,7 +15,7 @@ from ..redact import REDACTED, Secret, is_secret_key
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_INTEGER = r"^[+-]?[0-9]+$"   # compiled when first used (re caches it): not at import (issue 36)
 
 # Booleans, one rule with one switch.  Options that Spark's Kafka source defines
 # (failOnDataLoss, includeHeaders) and the source's own follow Spark, which takes only
@@ -47,7 +47,7 @@ def boolean(label: str, name: str, raw, *, lenient: bool = False) -> bool:
 
 def integer(label: str, name: str, raw, *, minimum: int, maximum: int = INT64_MAX) -> int:
     text = str(raw).strip()
-    if not _INTEGER.match(text):
+    if not re.match(_INTEGER, text):
         raise ConfigError(f"{label} must be an integer, got {show(name, raw)}", option=name)
     number = int(text)
     if number < minimum:
@@ -110,14 +110,14 @@ def name(label: str, option: str, raw) -> str:
     return str(raw).strip().lower()
 
 
-_DURATION = re.compile(r"^\s*([0-9]+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION = r"(?i)^\s*([0-9]+)\s*(ms|s|m|min|h|d)?\s*$"
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def duration_ms(label: str, name: str, raw) -> int:
     """A duration as Spark writes them (``15m``, ``30s``, ``500ms``, ``1h``; a bare number is
     seconds), in milliseconds."""
-    m = _DURATION.match(str(raw))
+    m = re.match(_DURATION, str(raw))
     if not m:
         raise ConfigError(f"{label} must be a duration such as 15m, 30s or 500ms, got {show(name, raw)}",
                           option=name)

@@ -15,15 +15,15 @@ Example (against the embedded broker)::
 """
 from __future__ import annotations
 
-import logging
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+from ..logs import get_logger
 from .plan import PartitionRange, Plan
 from .tasks import AbortedTransaction, BrokerRange, PartitionTxnInfo, ReadTask, RemoteRange
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 __all__ = ["plan", "Plan", "PartitionRange", "ReadTask", "RemoteRange", "BrokerRange",
            "AbortedTransaction", "PartitionTxnInfo"]

@@ -9,17 +9,17 @@ to the executor, where GETs run in parallel.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
-from dataclasses import replace
 
+from ..dataclass import replace
 from ..errors import RemoteStorageError
+from ..logs import get_logger
 from ..storage import aiven
 from ..storage.segment import RemoteSegment
 from .segment_reads import SegmentReads
 from .tasks import ReadTask, RemoteRange
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def wanted(options, fetcher) -> bool:

@@ -8,15 +8,15 @@ is data loss (``failOnDataLoss``), an end past the highest is an error, and star
 """
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from ..dataclass import dataclass
 from ..errors import ConfigError, DataLossError
+from ..logs import get_logger
 from ..model import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
                      SpecificOffsets, SpecificTimestamps, TopicPartition)
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Key = tuple  # (topic, partition)
 # ``{(topic, partition): timestamp}`` -> ``{(topic, partition): offset}``; an offset < 0 means no

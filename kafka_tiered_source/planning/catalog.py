@@ -53,21 +53,21 @@ is trusted for where copies are; the reader checks each slice's bytes against it
 """
 from __future__ import annotations
 
-import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
+from ..dataclass import dataclass, field, replace
 from ..errors import BrokerError
 from ..ids import uuid_from_str, uuid_to_str
+from ..logs import get_logger
 from ..protocol import remote_log_metadata as rlm
 from . import remote_log_columns
 from .catalog_snapshots import FORMAT, SnapshotError, SnapshotStore
 from .replay import Discontinuity, Replayed, replay
 from .remote_log_state import PartitionState, RemoteLogState
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 # The topic config that says how long a compacted topic keeps a tombstone after cleaning.

@@ -23,15 +23,15 @@ written costs the next process a rescan, never a plan: saving warns once per loc
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import sys
 from typing import Any
 
+from ..logs import get_logger
 from ..redact import redact_url
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 OPTION = "remote.log.metadata.cache.dir"
 ENV = "KAFKA_TIERED_CACHE_DIR"

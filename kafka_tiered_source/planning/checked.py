@@ -70,7 +70,7 @@ def estimate(spark=None, options: dict | None = None, *, where=None, check: bool
     ``refresh``: the ``__remote_log_metadata`` catalog (kept in this process and as snapshots
     under ``remote.log.metadata.cache.dir``) reads the metadata partitions of this read from
     their start, and the snapshots are written anew."""
-    from dataclasses import replace
+    from ..dataclass import replace
     row_filter = None
     if where is not None:   # the parser (and datetime) only for a condition
         from .where import parse_where

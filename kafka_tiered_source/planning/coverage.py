@@ -34,9 +34,9 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right
 from itertools import pairwise
-from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
+from ..dataclass import dataclass
 from ..errors import PlanningError
 from .lineage import Lineage
 from .remote_log_state import FINISHED, CopyMeta, PartitionState

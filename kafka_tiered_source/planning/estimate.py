@@ -4,9 +4,9 @@ after a read are :mod:`kafka_tiered_source.cost`'s."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 from ..cost import CostModel
+from ..dataclass import dataclass, field
 from ..errors import BudgetExceededError
 from .plan import Plan
 from .preflight import check_gets, checks_storage
@@ -152,7 +152,7 @@ def estimate_checked(planned: Plan, options, check: bool = True) -> Estimate:
     :class:`~kafka_tiered_source.errors.StoragePreflightError`), saying which it was.  The plan
     is counted as planned: the check's own GET is the one a task would make (or
     :func:`~.preflight.check_gets` counts it)."""
-    from dataclasses import replace
+    from ..dataclass import replace
     from .preflight import preflight
     est = estimate_plan(planned, options)
     if not checks_storage(planned, options):

@@ -27,16 +27,17 @@ a filter that is left to Spark.
 """
 from __future__ import annotations
 
-import logging
 import operator
-from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
+
+from ..dataclass import dataclass
+from ..logs import get_logger
 
 if TYPE_CHECKING:
     import datetime as _dt
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: The columns a predicate may name, with the kind of their values.
 COLUMNS = {"topic": "string", "partition": "int", "offset": "int", "timestamp": "timestamp",
@@ -357,7 +358,7 @@ def narrow_ranges(ranges: list, row_filter: RowFilter | None, offsets_for_times=
     and a lower bound on ``timestamp`` through ``offsets_for_times`` (``{(topic, partition):
     ms} -> {(topic, partition): offset}``, ListOffsets' contract: the first offset whose record
     has a timestamp >= ms, every record before it has an earlier one; < 0 when there is none)."""
-    from dataclasses import replace
+    from ..dataclass import replace
     if not row_filter:
         return ranges
     lo, hi = row_filter.offset_bounds()

@@ -17,7 +17,8 @@ the ``listing`` locator, which learns copies' epochs from it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
+
 
 
 @dataclass(frozen=True)

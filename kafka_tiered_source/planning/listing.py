@@ -35,12 +35,12 @@ segment's producer snapshot, or a walk of batch headers (see :meth:`StoreListing
 """
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Callable, Iterable, TypeVar
 
+from ..dataclass import dataclass, replace
 from ..errors import ConfigError, OfflinePlanningError, SegmentFormatError
+from ..logs import get_logger
 from ..model import SubscribePattern
 from ..records.header import iter_headers
 from ..storage import aiven
@@ -62,7 +62,7 @@ from .txn_ends import PastEnd, TxnIndexes, piece_headers
 T = TypeVar("T")
 R = TypeVar("R")
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # Objects a segment copy must have to be complete, per layout.
 _REQUIRED = {"aiven": frozenset({aiven.SUFFIX_LOG, aiven.SUFFIX_INDEXES, aiven.SUFFIX_MANIFEST}),

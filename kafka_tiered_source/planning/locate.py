@@ -16,9 +16,9 @@ planner checks its pieces against the range (:func:`.coverage.check_cover`) befo
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence, Union
 
+from ..dataclass import dataclass, field
 from ..errors import BrokerError, ConfigError
 from ..model import LATEST_TIERED
 from .coverage import Exclusion

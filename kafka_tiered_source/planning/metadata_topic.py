@@ -26,10 +26,10 @@
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable, Sequence
 
 from ..errors import BrokerError, ConfigError
+from ..logs import INFO, get_logger
 from ..storage.segment import RemoteSegment
 from .catalog import CATALOGS, Catalogs
 from .catalog_snapshots import SnapshotStore
@@ -41,7 +41,7 @@ from .replay import DEFAULT_TOPIC, MetadataTopicReader
 from .tiered import located_spans
 
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 class MetadataTopicLocator:
     """Reads ``__remote_log_metadata`` (``topic``) with ``client``; ``index_of(segment)`` returns
@@ -124,7 +124,7 @@ def _in(ids: set[str]) -> Callable[[RemoteSegment], bool]:
 
 def _log_trimmed(pr: PartitionRange, state: PartitionState, spans: Sequence[Served]) -> None:
     """At INFO, the copies that serve only part of what they hold, or nothing (overlaps)."""
-    if not log.isEnabledFor(logging.INFO):
+    if not log.isEnabledFor(INFO):
         return
     used = {c.segment_id for _, _, c in spans if c is not None}
     for c in state.readable():

@@ -22,11 +22,11 @@ read tasks.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable, Sequence
 
 from ..errors import BrokerError, ConfigError
 from ..ids import uuid_to_str
+from ..logs import get_logger
 from ..model import EARLIEST, LATEST, Assign, Subscribe, SubscribePattern
 from ..storage.protocols import SegmentCatalog
 from . import aiven_manifests
@@ -41,7 +41,7 @@ from .segment_reads import SegmentReads
 from .txn import with_txn_all
 from .works import checked_works
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class Planner:

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
 from typing import Iterable, Sequence, Union
 
+from ..dataclass import dataclass
 from ..errors import PlanningError
 from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment

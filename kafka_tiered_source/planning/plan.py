@@ -1,8 +1,8 @@
 """What planning produces: the resolved offsets of each partition and the read tasks."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
+from ..dataclass import dataclass, field
 from .tasks import BrokerRange, ReadTask, RemoteRange
 
 

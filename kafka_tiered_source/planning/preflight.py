@@ -21,12 +21,12 @@ the check.
 """
 from __future__ import annotations
 
-import logging
 
 from ..errors import (RemoteAccessDenied, RemoteConnectionError, RemoteObjectNotFound, RemoteStorageError,
                       RemoteTimeout, SegmentDecryptionError, StoragePreflightError)
+from ..logs import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_PROBES = 3
 _BUCKET_GONE = ("NoSuchBucket", "ContainerNotFound", "bucket does not exist", "No such bucket")
@@ -184,7 +184,7 @@ class _fetcher:
 
 def _with_manifest(tasks: list, segment, fetcher) -> list:
     """``tasks`` with the manifest the check read attached to ``segment`` wherever it is read."""
-    from dataclasses import replace
+    from ..dataclass import replace
 
     from ..storage import aiven
     from .tasks import ReadTask, RemoteRange

@@ -29,18 +29,17 @@ from __future__ import annotations
 
 import base64
 import bisect
-import logging
-import dataclasses
 import itertools
 from sys import intern
-from dataclasses import dataclass, field
 
+from ..dataclass import dataclass, field, field_names
 from ..ids import uuid_to_str
+from ..logs import get_logger
 from ..protocol import remote_log_metadata as rlm
 from ..records.backend import slots_maker
 from ..storage.segment import RemoteSegment
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 STARTED, FINISHED = rlm.COPY_SEGMENT_STARTED, rlm.COPY_SEGMENT_FINISHED
 DELETE_STARTED, DELETE_FINISHED = rlm.DELETE_SEGMENT_STARTED, rlm.DELETE_SEGMENT_FINISHED
@@ -77,9 +76,9 @@ class CopyMeta:
     order: tuple[int, ...] = ()                       # (metadata partition, offset) of its last record
     broker_epoch: int = -1                            # the copying leader's epoch (v1 records, KIP-1266)
     # the generation of the PartitionState that may change it in place (copy on write)
-    gen: int = dataclasses.field(default=0, compare=False, repr=False)
+    gen: int = field(default=0, compare=False, repr=False)
     # its RemoteSegment, made once (the copy changes only by being replaced)
-    _segment: RemoteSegment | None = dataclasses.field(default=None, compare=False, repr=False)
+    _segment: RemoteSegment | None = field(default=None, compare=False, repr=False)
 
     @property
     def readable(self) -> bool:
@@ -132,7 +131,7 @@ def _by_start_then_order(c: CopyMeta) -> tuple:
 
 
 # what a snapshot holds of a copy (not its generation nor its cached segment)
-_FIELDS = tuple(f for f in CopyMeta.__dataclass_fields__ if f not in ("gen", "_segment"))
+_FIELDS = tuple(f for f in field_names(CopyMeta) if f not in ("gen", "_segment"))
 # generations of PartitionState: a copy whose gen is not its state's is shared, and replaced
 # before it changes
 _GENERATIONS = itertools.count(1)

@@ -9,12 +9,12 @@ compacted topic).  :mod:`.catalog` keeps the replayed state from plan to plan;
 """
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from typing import Any, Collection
 
+from ..dataclass import dataclass
 from ..errors import BrokerError
 from ..ids import uuid_from_str
+from ..logs import get_logger
 from ..model import EARLIEST, LATEST
 from ..protocol import remote_log_metadata as rlm
 from ..protocol.metadata_select import select_records
@@ -22,7 +22,7 @@ from ..records.backend import decoder_backend
 from .remote_log_state import RemoteLogState
 
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_TOPIC = rlm.TOPIC
 # Bytes asked per Fetch while scanning a metadata partition (its records are ~150 bytes each).

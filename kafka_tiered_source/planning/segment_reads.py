@@ -4,16 +4,16 @@ reads (a segment then stays one piece), and whether storage can be read at all i
 preflight's to say (one clear error, before any task)."""
 from __future__ import annotations
 
-import logging
 from typing import Callable
 
 from ..errors import RemoteStorageError
+from ..logs import get_logger
 from ..storage.indexes import parse_offset_index
 from ..storage.protocols import SegmentCatalog
 from ..storage.segment import RemoteSegment
 from .packing import PartitionWork, SegmentSlice, index_checkpoints
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class SegmentReads:

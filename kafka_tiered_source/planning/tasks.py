@@ -4,9 +4,9 @@ them.  Nothing here does I/O.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
 
+from ..dataclass import dataclass
 from ..storage.segment import RemoteSegment
 
 

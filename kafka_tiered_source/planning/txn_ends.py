@@ -48,17 +48,17 @@ What the search costs (index GETs and bytes, broker fetches and bytes) is kept p
 """
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
+from ..dataclass import dataclass
 from ..errors import BrokerError, RemoteStorageError, UnresolvedTransactionError
+from ..logs import get_logger
 from ..records.header import iter_headers
 from ..storage.indexes import AbortedTxn, parse_txn_index
 from ..storage.segment import RemoteSegment
 from .tasks import AbortedTransaction
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # Later copies whose indexes were read, proving nothing, before the broker is asked instead (a
 # topic that never aborts has no entry that could prove anything: its copies would all be read).

@@ -10,7 +10,8 @@ import base64
 import binascii
 import datetime as _dt
 import re
-from dataclasses import dataclass, field
+
+from ..dataclass import dataclass, field
 
 # Kafka's PemParser accepts text around the blocks and "Proc-Type:" style headers inside them.
 _PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\s*(?:[^\r\n]*:[^\r\n]*[\r\n]+)*([A-Za-z0-9+/=\s]*?)"

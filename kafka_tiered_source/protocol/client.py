@@ -18,14 +18,14 @@ read's options.
 """
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
+from ..dataclass import dataclass, replace
 from ..errors import BrokerError
+from ..logs import get_logger
 from ..model import EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED, MAX_TIMESTAMP
 from ..options.client import IGNORED_KEYS, READ_COMMITTED, READ_UNCOMMITTED, ClientConfig
 from . import kip1248, messages as m
@@ -38,7 +38,7 @@ from .errors import (LEADER_NOT_AVAILABLE, NETWORK_EXCEPTION, REQUEST_TIMED_OUT,
 if TYPE_CHECKING:
     from ..options.read import ReadOptions
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 # The configuration is the options layer's (Kafka's property names are rows of the option table);
 # it is re-exported because it is the client's public interface.

@@ -3,7 +3,8 @@ their partitions' leaders, and listed offsets (:class:`~.client.BrokerClient` re
 fetch builder routes by them)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..dataclass import dataclass
+
 
 
 @dataclass(frozen=True)

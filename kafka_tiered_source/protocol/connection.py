@@ -9,16 +9,16 @@ socket before sending anything once 85-95% of it has passed, as Kafka's client d
 closes a connection whose session ended with anything but a re-authentication."""
 from __future__ import annotations
 
-import logging
 import random
 import socket
 import struct
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BrokerError, ProtocolError, TokenExpiredError
+from ..logs import get_logger
 from ..options.client import ClientConfig
 from . import codec, messages as m
 from .errors import broker_error
@@ -37,7 +37,7 @@ def _ssl_error() -> type[Exception]:
     mod = sys.modules.get("ssl")
     return mod.SSLError if mod is not None else _NotTLS
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 UNSUPPORTED_VERSION = 35
 SASL_AUTH_FAILED = 58
@@ -98,8 +98,11 @@ class BrokerConnection:
 
     def _open(self):
         cfg = self.config
+        # An ASCII name as bytes: getaddrinfo encodes a str with the "idna" codec, whose import
+        # (encodings.idna, stringprep) a new process would pay at its first connection (issue 36).
+        host: Any = self.host.encode("ascii") if self.host.isascii() else self.host
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=cfg.connect_timeout_ms / 1000)
+            sock = socket.create_connection((host, self.port), timeout=cfg.connect_timeout_ms / 1000)
         except OSError as exc:
             raise BrokerError(f"cannot connect: {exc.strerror or exc}", broker=self.address,
                               retriable=True) from None

@@ -8,8 +8,8 @@ reported as non-retriable with their number.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import BrokerError, InvalidMetadataError
 
 

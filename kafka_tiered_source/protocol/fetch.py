@@ -3,9 +3,9 @@
 (:func:`~.rounds.fetch_rounds`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from ..dataclass import dataclass
 from ..errors import BrokerError
 from . import kip1248, messages as m
 from .connection import BrokerConnection

@@ -19,8 +19,8 @@ import hmac
 import logging
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
+from ..dataclass import dataclass, field
 from ..errors import ConfigError
 from .certificates import (CertificateInfo, DerError, certificate_info, encrypted_pkcs8,
                            is_private_key_info, pem_blocks, to_pem)

@@ -17,9 +17,9 @@ decompressed here and their records walked by the same backend.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from typing import Any, Collection
 
+from ..dataclass import dataclass, field
 from ..errors import CorruptRecordError, ProtocolError
 from ..records.backend import decoder_backend
 from ..records.codecs import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress

@@ -26,9 +26,9 @@ import random
 import ssl
 import threading
 import time
-from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
 
+from ..dataclass import dataclass
 from ..errors import SaslError, TokenExpiredError
 from ..options.oauth import OAuthConfig
 from ..redact import redact_url

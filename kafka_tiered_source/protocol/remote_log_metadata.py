@@ -16,9 +16,9 @@ positive, modulo the topic's partition count (50 by default; take it from Metada
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from ..dataclass import dataclass
 from ..errors import ProtocolError
 from ..ids import uuid_from_str, uuid_to_str
 from .primitives import read_uvarint, write_uvarint

@@ -12,8 +12,8 @@ import hashlib
 import hmac
 import os
 import re
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import SaslError
 from ..options.client import SASL_MECHANISMS as MECHANISMS   # declared with the option table
 

@@ -8,8 +8,9 @@ version ranges (there is no per-version class).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Callable
+
+from ..dataclass import dataclass
 
 PRIMITIVES = frozenset({
     "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool",

@@ -51,10 +51,10 @@ def slots_maker(cls: type) -> Callable[..., Any]:
     if got is None:
         if hasattr(cls, "__post_init__"):
             raise TypeError(f"{cls.__name__} checks its fields in __post_init__: make it with its __init__")
-        import dataclasses
         if decoder_backend() == "native":
             from .._native import slots_maker as native
-            got = native(cls, tuple(f.name for f in dataclasses.fields(cls)))
+            from ..dataclass import field_names
+            got = native(cls, field_names(cls))
         else:
             got = cls
         _MAKERS[cls] = got

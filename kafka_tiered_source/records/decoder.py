@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import struct
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Iterable, TypeGuard
 
 import pyarrow as pa
 
+from ..dataclass import dataclass, field
 from ..errors import ConfigError, CorruptRecordError, KafkaTieredError
 from . import codecs
 from .backend import NO_EXTENSIONS_ENV, chosen, decoder_backend, native_unavailable  # noqa: F401  (re-exported)

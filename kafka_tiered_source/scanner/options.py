@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ..dataclass import dataclass
 from ..errors import ConfigError
 from ..options.table import BY_KEY, in_group
 

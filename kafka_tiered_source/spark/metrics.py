@@ -31,8 +31,8 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..metrics.reader import ReadHistory
 from .session import app_id, is_connect, session_id
 

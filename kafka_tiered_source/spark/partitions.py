@@ -5,10 +5,10 @@ pushdown (:mod:`.pushdown`) and the stream reader (:mod:`.stream`) plan and read
 same two functions."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from ..dataclass import dataclass
 from ..options import ReadOptions
 
 

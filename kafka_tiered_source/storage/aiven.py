@@ -27,9 +27,9 @@ import base64
 import json
 import struct
 from bisect import bisect_right
-from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..dataclass import dataclass, field
 from ..errors import SegmentFormatError
 from ..options.values import INT32_MAX
 from .aiven_keys import (SUFFIX_INDEXES, SUFFIX_LOG, SUFFIX_MANIFEST, SUFFIXES, TAG_OBJECT_KEY,

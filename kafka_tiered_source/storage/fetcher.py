@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import abc
 import contextvars
-import logging
 import random
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import (ListingNotSupported, RemoteConnectionError, RemoteStorageError, RemoteThrottled)
+from ..logs import get_logger
 from ..options.storage import FetcherConfig
 from .layout import NO_LAYOUT, Layout
 from .layouts import layout_for
@@ -39,7 +39,7 @@ __all__ = ["RemoteStorageFetcher", "ObjectStoreFetcher", "ByteRangeStore", "Remo
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 #: Set by a reader that may give up on GETs it started (the executor's prefetcher): once the
 #: event is set, a GET makes no further attempt and sleeps no further back-off.

@@ -4,9 +4,9 @@ The layouts themselves are :mod:`.layouts` (LocalTieredStorage, templates, presi
 :mod:`.aiven_layout` (Aiven's plugin)."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ..dataclass import replace
 from ..errors import RemoteObjectNotFound, RemoteStorageError, SegmentFormatError
 from ..options.storage import FetcherConfig
 from .parts import Part, ReadPlan

@@ -27,9 +27,8 @@ through the fetcher it is bound to (:meth:`Layout.bind`), whose GETs are retried
 from __future__ import annotations
 
 import re
-import string
-from dataclasses import dataclass, field
 
+from ..dataclass import dataclass, field
 from ..errors import ConfigError, RemoteStorageError, SegmentFormatError
 from ..redact import redact_url
 from . import aiven
@@ -89,6 +88,7 @@ class TemplateLayout(Layout):
     name = "template"
 
     def __post_init__(self):
+        import string   # here: its Template class compiles a pattern at import (issue 36's cold start)
         try:
             fields = [f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None]
         except ValueError as exc:
@@ -163,10 +163,11 @@ def __getattr__(name: str):
 # ---------------------------------------------------------------------------------------------
 _UUID = r"[A-Za-z0-9_-]{22}"
 _TOPIC = r"[A-Za-z0-9._-]{1,249}"   # Kafka's legal topic names (Topic.validate)
-_AIVEN_KEY = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<topic_id>{_UUID})/(?P<partition>0|[1-9][0-9]*)/"
-                        rf"(?P<base>[0-9]{{20}})-(?P<segment_id>{_UUID})\.(?P<suffix>[a-z-]+)$")
-_LOCAL_KEY = re.compile(rf"^(?P<topic>{_TOPIC})-(?P<partition>0|[1-9][0-9]*)-(?P<topic_id>{_UUID})/"
-                        rf"(?P<base>[0-9]+)-(?P<segment_id>{_UUID})\.(?P<suffix>[a-z_]+)$")
+# (patterns as strings, compiled when first used (re caches them): not at import, issue 36)
+_AIVEN_KEY = (rf"^(?P<topic>{_TOPIC})-(?P<topic_id>{_UUID})/(?P<partition>0|[1-9][0-9]*)/"
+              rf"(?P<base>[0-9]{{20}})-(?P<segment_id>{_UUID})\.(?P<suffix>[a-z-]+)$")
+_LOCAL_KEY = (rf"^(?P<topic>{_TOPIC})-(?P<partition>0|[1-9][0-9]*)-(?P<topic_id>{_UUID})/"
+              rf"(?P<base>[0-9]+)-(?P<segment_id>{_UUID})\.(?P<suffix>[a-z_]+)$")
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ def parse_aiven_key(key: str, prefix: str = "") -> ParsedKey | None:
     outside ``prefix``).  Inverse of :func:`.aiven.object_key`."""
     if prefix and not key.startswith(prefix):
         return None
-    m = _AIVEN_KEY.match(key[len(prefix):])
+    m = re.match(_AIVEN_KEY, key[len(prefix):])
     if m is None or m["suffix"] not in aiven.SUFFIXES or not _valid_ids(m["topic_id"], m["segment_id"]):
         return None
     return ParsedKey(m["topic"], m["topic_id"], int(m["partition"]), int(m["base"]),
@@ -208,7 +209,7 @@ def parse_local_tiered_key(key: str, root: str = "", *, padded_offsets: bool = T
     head = f"{root.rstrip('/')}/" if root else ""
     if head and not key.startswith(head):
         return None
-    m = _LOCAL_KEY.match(key[len(head):])
+    m = re.match(_LOCAL_KEY, key[len(head):])
     if m is None or m["suffix"] not in LOCAL_TIERED_SUFFIXES.values() \
             or not _valid_ids(m["topic_id"], m["segment_id"]):
         return None

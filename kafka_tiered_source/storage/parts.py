@@ -4,9 +4,9 @@ when asked: the prefetcher's ramp), whole chunks for chunked Aiven segments, and
 coalesced into one GET.  Pure functions of the plan and the sizes: the fetcher does the I/O."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from . import aiven
+from ..dataclass import dataclass
 
 # Bytes a transformed chunk may exceed its share of a part by (AES-GCM's IV and tag).
 CHUNK_SLACK = 28

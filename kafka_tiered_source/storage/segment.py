@@ -7,9 +7,9 @@ needs (:class:`~.aiven.ManifestInfo`), so executors do not GET the manifest agai
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass, field
 from ..redact import redact_url
 
 if TYPE_CHECKING:

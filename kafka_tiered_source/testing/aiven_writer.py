@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import base64
 import os
-from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..dataclass import dataclass, field
 from ..protocol.primitives import write_uvarint, write_varlong
 from ..options.values import INT32_MAX
 from ..storage.aiven import (TAG_OBJECT_KEY, TAG_OBJECT_PREFIX, TAG_REMOTE_SIZE, ChunkIndex,

@@ -3,9 +3,9 @@ offsets) and the operator counters it keeps (KIP-1267 style, as Prometheus text)
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..dataclass import dataclass, field
 from ..ids import uuid_from_str, uuid_to_str
 from ..protocol.errors import code_of
 from .tiering import STORAGE_FORMAT

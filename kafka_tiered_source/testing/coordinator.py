@@ -14,8 +14,8 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 
+from ..dataclass import dataclass, field
 from ..protocol.errors import code_of
 
 STATE_FILE = "coordinator.json"

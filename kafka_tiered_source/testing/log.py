@@ -18,11 +18,11 @@ import bisect
 import os
 import struct
 import time
-from dataclasses import dataclass, field
 from typing import Iterator
 
 import crc32c
 
+from ..dataclass import dataclass, field
 from ..errors import KafkaTieredError
 from ..records.header import (
     ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK,

@@ -23,10 +23,10 @@ import json
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass, field
 from typing import TypeGuard
 from urllib.parse import urlsplit
 
+from ..dataclass import dataclass, field
 from ..errors import ConfigError, SaslError
 
 _HASHES = {"256": "SHA256", "384": "SHA384", "512": "SHA512"}

@@ -7,9 +7,9 @@ on 127.0.0.1 works).  Keys are relative to the URL's root/prefix; byte ranges ar
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ..dataclass import dataclass, field
 from ..errors import ConfigError, RemoteObjectNotFound, RemoteStorageError
 from ..redact import Secret, redact_url
 

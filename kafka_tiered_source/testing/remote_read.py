@@ -23,9 +23,9 @@ and the next copy is the one serving that offset (the copy's ``endOffset + 1`` o
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass
 from ..errors import KafkaTieredError
 from ..storage.indexes import lookup_position
 

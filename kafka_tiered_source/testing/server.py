@@ -20,9 +20,9 @@ import asyncio
 import logging
 import ssl as _ssl
 import struct
-from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..dataclass import dataclass, field
 from ..errors import ConfigError, ProtocolError
 from ..protocol import codec
 from ..protocol import messages as m

@@ -20,8 +20,9 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
+from ..dataclass import replace
 from ..errors import ConfigError, KafkaTieredError
 from ..ids import random_uuid, uuid_to_str
 # ListOffsets special timestamps: the shared model's constants, which the client sends

@@ -32,8 +32,8 @@ across a restart: the copies live in the broker process that made them.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
+from ..dataclass import dataclass
 from ..errors import ConfigError, KafkaTieredError
 from ..ids import uuid_to_str
 from ..storage import aiven

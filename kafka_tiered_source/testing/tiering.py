@@ -30,10 +30,11 @@ import json
 import os
 import struct
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass, field
 from ..ids import random_uuid, uuid_from_str, uuid_to_str
 from ..records.header import iter_headers
 from ..storage import aiven

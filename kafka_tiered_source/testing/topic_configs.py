@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..dataclass import dataclass
 from ..protocol import remote_log_metadata as rlm
 from .log import StorageError
 

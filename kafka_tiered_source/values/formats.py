@@ -9,12 +9,12 @@ field number (``protobuf.py``), JSON by name (``json_schema.py``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from ..dataclass import dataclass, field
 from ..errors import SchemaError
 from .registry import RegisteredSchema
 

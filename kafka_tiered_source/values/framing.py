@@ -8,10 +8,11 @@ a batch is grouped by schema id without a Python object per record.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+
+from ..dataclass import dataclass
 
 MAGIC = 0
 HEADER = 5

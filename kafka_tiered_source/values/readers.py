@@ -17,9 +17,9 @@ type.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..dataclass import dataclass
 from ..errors import ConfigError, SchemaError
 from ..model import Assign, Subscribe
 from ..options.typed_values import SIDES, SideConfig, ValuesConfig

@@ -23,9 +23,9 @@ import threading
 import time
 import http.client
 import urllib.parse
-from dataclasses import dataclass
 from typing import Any
 
+from ..dataclass import dataclass
 from ..errors import (ConfigError, SchemaError, SchemaNotFoundError, SchemaRegistryError,
                       SchemaRegistryUnavailableError)
 from ..options.typed_values import ValuesConfig

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 import time
 
+from ...dataclass import dataclass
 from ...ids import random_uuid, uuid_to_str
 from ...protocol import messages as m
 from ._shared import ZERO_UUID, err
