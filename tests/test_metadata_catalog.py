@@ -737,10 +737,10 @@ def test_a_metadata_partition_read_in_many_fetches_replays_as_one(cluster, tmp_p
     assert len(threads) >= got.next_offset - got.start - 2, threads   # one answer per batch
 
 
-def test_metadata_partitions_followed_on_threads_replay_each_and_a_failure_names_its_own(tmp_path):
-    """A plan follows the metadata partitions it needs two at a time (catalog._each): every
-    partition's rows come back as written, and a record that cannot be read fails the plan naming
-    its metadata partition and offset, that partition forgotten, the others kept."""
+def test_several_metadata_partitions_replay_each_and_a_failure_names_its_own(tmp_path):
+    """A plan that needs several metadata partitions: every partition's rows come back as
+    written, and a record that cannot be read fails the plan naming its metadata partition and
+    offset, that partition forgotten, the others kept."""
     from kafka_tiered_source.errors import ProtocolError
     from kafka_tiered_source.ids import uuid_from_str
     from kafka_tiered_source.testing.rlmm import record_batch

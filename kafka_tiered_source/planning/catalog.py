@@ -57,7 +57,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from ..errors import BrokerError
 from ..ids import uuid_from_str, uuid_to_str
@@ -76,9 +76,6 @@ DELETE_RETENTION = "delete.retention.ms"
 # and a topic of many copies makes a large snapshot); one made by reading from the start is
 # written at once.  An older snapshot costs the next process the records since, nothing else.
 SNAPSHOT_INTERVAL_MS = 30_000
-# Metadata partitions followed at once by one plan (:func:`_each`): two keep a request in flight
-# while the other partition's answer is replayed.
-FOLLOWERS = 2
 
 
 @dataclass(frozen=True)
@@ -176,8 +173,7 @@ class MetadataCatalog:
         leaders = client.topic(self.topic).partitions
         store = snapshots if self.cluster_id else None
         retention = _Retention(client, self.topic)
-
-        def one(mp: int) -> None:          # one partition's lock at a time: no lock order to keep
+        for mp in sorted(wanted):          # one partition's lock at a time: no lock order to keep
             leader = leaders.get(mp)
             with self._lock(mp):
                 try:
@@ -188,7 +184,6 @@ class MetadataCatalog:
                     # of what it read: forget the partition rather than apply that part twice
                     self._parts.pop(mp, None)
                     raise
-        _each(one, sorted(wanted))
 
     def _follow(self, client: Any, mp: int, wanted: set[str], leader_epoch: int, store: SnapshotStore | None,
                 refresh: bool, retention: "_Retention") -> None:
@@ -318,43 +313,6 @@ class MetadataCatalog:
         log.debug("kafka-tiered: %s-%d from the snapshot %s (position %d)", self.topic, mp, store.shown_path(path),
                   position)
         return _Part(follow, state)
-
-
-def _each(run: Callable[[int], None], mps: list[int]) -> None:
-    """``run`` for each metadata partition, on :data:`FOLLOWERS` threads: while one waits for
-    the broker's answer (a metadata partition of a large cluster is megabytes the broker reads
-    and sends) another replays or snapshots the one before, so the broker's time and the
-    replay's overlap instead of adding up.  The connection carries one request at a time; the
-    partitions' states and locks are their own.  The first failure (in partition order) is
-    raised once the partitions started have ended; none is started after a failure."""
-    if len(mps) < 2 or FOLLOWERS < 2:
-        for mp in mps:
-            run(mp)
-        return
-    failed: list[tuple[int, BaseException]] = []
-    todo = iter(mps)
-    guard = threading.Lock()
-
-    def worker() -> None:
-        while True:
-            with guard:
-                mp = None if failed else next(todo, None)
-            if mp is None:
-                return
-            try:
-                run(mp)
-            except BaseException as exc:       # raised by follow(), in the caller's thread
-                with guard:
-                    failed.append((mp, exc))
-    threads = [threading.Thread(target=worker, name=f"kafka-tiered-follow-{i}", daemon=True)
-               for i in range(min(FOLLOWERS, len(mps)) - 1)]
-    for t in threads:
-        t.start()
-    worker()
-    for t in threads:
-        t.join()
-    if failed:
-        raise min(failed, key=lambda f: f[0])[1]
 
 
 def _now_ms() -> int:
