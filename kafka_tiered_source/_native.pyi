@@ -124,6 +124,12 @@ def rlm_apply(rows: list[tuple], mp: int, partitions: dict[Any, Any], copy_type:
     ``apply_row(row, mp)`` applies each (native/rlm_replay.c: the usual state changes in C,
     every other row through ``apply_row``)."""
 
+def rlm_columns(copies: list[Any], descrs: tuple[Any, ...], topic: str, topic_id: str, partition: int
+                ) -> tuple[bytes, bytes, str] | None:
+    """A partition's copies as a catalog snapshot's columns (planning/remote_log_columns.py):
+    ``(ints, leader_epochs, ids)``, the int64 columns little-endian one after the other, the
+    flat (epoch, start) pairs and the ids joined; None when any copy is not the usual one."""
+
 def slots_maker(cls: type, names: tuple[str, ...]) -> Callable[..., Any]:
     """A function making ``cls`` with each named slot set to a positional value, in order
     (records/backend.py ``slots_maker``)."""

@@ -261,10 +261,137 @@ static PyObject *rlm_apply(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- a partition's copies as a snapshot's columns (planning/remote_log_columns.py) -------------
+ *
+ * rlm_columns(copies, descrs, topic, topic_id, partition) -> (ints, leader_epochs, ids) | None:
+ * the columns partition_to_doc makes of a list of CopyMeta, read slot by slot (descrs: the
+ * class's member descriptors of segment_id, topic, topic_id, partition, start_offset,
+ * end_offset, size_bytes, max_timestamp_ms, state, broker_epoch, order, txn_index_empty,
+ * leader_epochs, custom_metadata): ints the INTS columns one after the other, leader_epochs the
+ * flat (epoch, start) pairs, both little-endian int64; ids the segment ids joined.  None when any
+ * copy is not the usual one (custom metadata, another topic name, an id that is not 22 ASCII
+ * characters, an order that is not (metadata partition, offset), a value that is not an int64,
+ * an unset slot, a big-endian machine): the caller's pure-Python path then makes the document
+ * or names what is wrong.  A snapshot of a million copies is ~10 M values. */
+enum { COL_SID, COL_TOPIC, COL_TID, COL_PART, COL_START, COL_END, COL_SIZE, COL_TS, COL_STATE, COL_BROKER,
+       COL_ORDER, COL_EMPTY, COL_EPOCHS, COL_CUSTOM, NCOLS };
+#define INT_COLS 10
+
+static inline PyObject *slot(PyObject *obj, PyObject *descrs, int i)
+{
+    PyMemberDescrObject *d = (PyMemberDescrObject *)PyTuple_GET_ITEM(descrs, i);
+    return *(PyObject **)((char *)obj + d->d_member->offset);
+}
+
+/* an exact int or bool as int64: 0 done, 1 not usual (no error set) */
+static inline int as_i64(PyObject *v, long long *out)
+{
+    int overflow = 0;
+    if (!v || !PyLong_Check(v)) return 1;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) { PyErr_Clear(); return 1; }
+    return 0;
+}
+
+static PyObject *rlm_columns(PyObject *module, PyObject *args)
+{
+    PyObject *copies, *descrs, *topic, *tid, *part;
+    if (!PyArg_ParseTuple(args, "O!O!UUO!:rlm_columns", &PyList_Type, &copies, &PyTuple_Type, &descrs, &topic,
+                          &tid, &PyLong_Type, &part))
+        return NULL;
+#if PY_BIG_ENDIAN
+    Py_RETURN_NONE;
+#endif
+    if (PyTuple_GET_SIZE(descrs) != NCOLS) {
+        PyErr_SetString(PyExc_TypeError, "rlm_columns: 14 member descriptors");
+        return NULL;
+    }
+    PyTypeObject *cls = NULL;
+    for (int i = 0; i < NCOLS; i++) {
+        PyObject *d = PyTuple_GET_ITEM(descrs, i);
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            PyErr_SetString(PyExc_TypeError, "rlm_columns: slots of one class");
+            return NULL;
+        }
+        PyTypeObject *owner = PyDescr_TYPE(d);
+        if (cls && owner != cls) {
+            PyErr_SetString(PyExc_TypeError, "rlm_columns: slots of one class");
+            return NULL;
+        }
+        cls = owner;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(copies), pairs = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PyList_GET_ITEM(copies, i);
+        if (Py_TYPE(c) != cls) Py_RETURN_NONE;
+        PyObject *e = slot(c, descrs, COL_EPOCHS);
+        if (!e || !PyTuple_CheckExact(e)) Py_RETURN_NONE;
+        pairs += PyTuple_GET_SIZE(e);
+    }
+    PyObject *ints = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(long long) * INT_COLS * n);
+    PyObject *flat = ints ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(long long) * 2 * pairs) : NULL;
+    PyObject *ids = flat ? PyUnicode_New(22 * n, 127) : NULL;
+    if (!ids) {
+        Py_XDECREF(ints);
+        Py_XDECREF(flat);
+        return NULL;
+    }
+    long long *col = (long long *)PyBytes_AS_STRING(ints), *ep = (long long *)PyBytes_AS_STRING(flat);
+    Py_UCS1 *idp = PyUnicode_1BYTE_DATA(ids);
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PyList_GET_ITEM(copies, i);
+        PyObject *sid = slot(c, descrs, COL_SID), *name = slot(c, descrs, COL_TOPIC);
+        PyObject *ctid = slot(c, descrs, COL_TID), *cpart = slot(c, descrs, COL_PART);
+        PyObject *order = slot(c, descrs, COL_ORDER), *custom = slot(c, descrs, COL_CUSTOM);
+        PyObject *epochs = slot(c, descrs, COL_EPOCHS);
+        if (!sid || !name || !ctid || !cpart || !order || custom != Py_None) goto usual_not;
+        if (!PyUnicode_Check(sid) || !PyUnicode_IS_ASCII(sid) || PyUnicode_GET_LENGTH(sid) != 22) goto usual_not;
+        if (name != topic && (!PyUnicode_Check(name) || PyUnicode_Compare(name, topic) != 0)) goto usual_not;
+        if (ctid != tid && (!PyUnicode_Check(ctid) || PyUnicode_Compare(ctid, tid) != 0)) goto usual_not;
+        if (PyErr_Occurred()) PyErr_Clear();
+        if (!PyLong_Check(cpart) || PyObject_RichCompareBool(cpart, part, Py_EQ) != 1) goto usual_not;
+        if (!PyTuple_CheckExact(order) || PyTuple_GET_SIZE(order) != 2) goto usual_not;
+        static const int cols[] = {COL_START, COL_END, COL_SIZE, COL_TS, COL_STATE, COL_BROKER};
+        long long v;
+        for (int k = 0; k < 6; k++) {
+            if (as_i64(slot(c, descrs, cols[k]), &v)) goto usual_not;
+            col[k * n + i] = v;
+        }
+        if (as_i64(PyTuple_GET_ITEM(order, 0), &v)) goto usual_not;
+        col[6 * n + i] = v;
+        if (as_i64(PyTuple_GET_ITEM(order, 1), &v)) goto usual_not;
+        col[7 * n + i] = v;
+        if (as_i64(slot(c, descrs, COL_EMPTY), &v)) goto usual_not;
+        col[8 * n + i] = v;
+        Py_ssize_t k = PyTuple_GET_SIZE(epochs);
+        col[9 * n + i] = k;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *pair = PyTuple_GET_ITEM(epochs, j);
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) goto usual_not;
+            if (as_i64(PyTuple_GET_ITEM(pair, 0), &v)) goto usual_not;
+            ep[at++] = v;
+            if (as_i64(PyTuple_GET_ITEM(pair, 1), &v)) goto usual_not;
+            ep[at++] = v;
+        }
+        memcpy(idp + 22 * i, PyUnicode_1BYTE_DATA(sid), 22);
+    }
+    return Py_BuildValue("(NNN)", ints, flat, ids);
+usual_not:
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_DECREF(ints);
+    Py_DECREF(flat);
+    Py_DECREF(ids);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef replay_methods[] = {
     {"rlm_apply", rlm_apply, METH_VARARGS,
      "rlm_apply(rows, mp, partitions, copy_type, apply_row): the rows of metadata partition mp applied "
      "to RemoteLogState.partitions as apply_row(row, mp) applies each, the usual changes in C"},
+    {"rlm_columns", rlm_columns, METH_VARARGS,
+     "rlm_columns(copies, descrs, topic, topic_id, partition) -> (ints, leader_epochs, ids) | None: "
+     "a partition's copies as a snapshot's columns (None: not the usual copies)"},
     {NULL}};
 
 int kt_rlm_replay_register(PyObject *module) { return PyModule_AddFunctions(module, replay_methods); }

@@ -735,3 +735,30 @@ def test_a_metadata_partition_read_in_many_fetches_replays_as_one(cluster, tmp_p
     got = last(cluster, t)
     assert (got.start, got.next_offset, got.applied) == (whole_read.start, whole_read.next_offset, whole_read.applied)
     assert len(threads) >= got.next_offset - got.start - 2, threads   # one answer per batch
+
+
+def test_several_metadata_partitions_replay_each_and_a_failure_names_its_own(tmp_path):
+    """A plan that needs several metadata partitions: every partition's rows come back as
+    written, and a record that cannot be read fails the plan naming its metadata partition and
+    offset, that partition forgotten, the others kept."""
+    from kafka_tiered_source.errors import ProtocolError
+    from kafka_tiered_source.ids import uuid_from_str
+    from kafka_tiered_source.testing.rlmm import record_batch
+    with new_cluster(tmp_path / "c", partitions=4) as c:
+        t = Topic(c, "spread", partitions=6)
+        t.tier(2, per=2)
+        cat = catalog(c)
+        mps = {p: cat.metadata_partition(t.topic_id, p) for p in range(6)}
+        assert len(set(mps.values())) >= 2, mps          # Kafka's partitioner spreads six partitions
+        for p in range(6):
+            assert read(c, t, tmp_path / "cache", p=p)[1] == t.rows(p)
+        bad = mps[3]
+        name = t.name.encode()
+        c.append(META, bad, record_batch(bytes([1, 0, 0, len(name) + 1]) + name + uuid_from_str(t.topic_id) + b"\x01",
+                                         1_700_000_000_000))
+        with pytest.raises(ProtocolError) as info:
+            read(c, t, tmp_path / "cache")
+        assert f"{META}-{bad} offset" in str(info.value), str(info.value)
+        cat = catalog(c)
+        assert cat.position(bad) is None
+        assert all(cat.position(mp) is not None for mp in set(mps.values()) - {bad})

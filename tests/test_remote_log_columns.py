@@ -62,3 +62,33 @@ def test_a_document_that_holds_no_state_is_refused(damage):
         part["leader_epochs"] = part["leader_epochs"][:-12]
     with pytest.raises(ValueError):
         columns.from_doc(doc)
+
+
+def test_the_native_columns_are_the_pure_ones(monkeypatch):
+    """A partition's columns made in C (native/rlm_replay.c ``rlm_columns``) are the document the
+    pure-Python path writes, byte for byte; copies it does not take as usual (custom metadata,
+    another topic name) go the pure way.  The expected document: the pure path, fed copies made
+    by hand with every int column distinct."""
+    from kafka_tiered_source.planning.remote_log_state import CopyMeta, EpochState, PartitionState
+    if columns._columns_native() is None:
+        pytest.fail("the native extension is built but rlm_columns is not used")
+    usual = PartitionState()
+    for i in range(5):
+        usual.copies[sid(i)] = CopyMeta(sid(i), "orders", TID, 3, 10 * i, 10 * i + 9, 4096 + i, 1_000 + i,
+                                        tuple((e, 10 * i + e) for e in range(i % 3 + 1)), None, i % 2 == 0,
+                                        i % 4, (7, 2 * i + 1), i - 1)
+    usual.epochs[0] = EpochState([0, 10], [sid(0), sid(1)], 19)
+    odd = PartitionState()
+    odd.copies[sid(9)] = CopyMeta(sid(9), "orders", TID, 3, 0, 9, 1, 2, ((0, 0),), b"\x01", True, 1, (7, 1), -1)
+    renamed = PartitionState()
+    renamed.copies[sid(8)] = CopyMeta(sid(8), "orders", TID, 3, 0, 9, 1, 2, ((0, 0),), None, True, 1, (7, 1), -1)
+    renamed.copies[sid(7)] = CopyMeta(sid(7), "orders-old", TID, 3, 10, 19, 1, 2, ((0, 10),), None, True, 1, (7, 3), -1)
+    docs = {}
+    for way in ("native", "pure"):
+        if way == "pure":
+            monkeypatch.setattr(columns, "_native_columns", None)
+        docs[way] = [columns.partition_to_doc(TID, 3, s) for s in (usual, odd, renamed)]
+    assert json.dumps(docs["native"]) == json.dumps(docs["pure"])
+    assert docs["pure"][1]["custom"] == {"0": "AQ=="} and docs["pure"][2]["names"] == {"1": "orders-old"}
+    back = columns.partition_from_doc(json.loads(json.dumps(docs["native"][0])))[1]
+    assert [c for c in back.copies.values()] == list(usual.copies.values())

@@ -18,8 +18,9 @@ import base64
 import sys
 from array import array
 from itertools import islice
+from typing import Any
 
-from ..records.backend import slots_maker
+from ..records.backend import decoder_backend, slots_maker
 from .remote_log_state import CopyMeta, EpochState, PartitionState, RemoteLogState
 
 ID_CHARS = 22           # a Kafka Uuid string
@@ -59,9 +60,35 @@ def _joined(ids: list[str], what: str) -> str:
     return "".join(ids)
 
 
+# CopyMeta's fields as native/rlm_replay.c ``rlm_columns`` reads them, slot by slot
+_SLOTS = ("segment_id", "topic", "topic_id", "partition", "start_offset", "end_offset", "size_bytes",
+          "max_timestamp_ms", "state", "broker_epoch", "order", "txn_index_empty", "leader_epochs", "custom_metadata")
+_native_columns: Any = False      # not looked up yet
+
+
+def _columns_native() -> Any:
+    """``copies -> (ints, leader epochs, ids) | None`` in C, or None (the pure-Python path)."""
+    global _native_columns
+    if _native_columns is False:
+        _native_columns = None
+        if decoder_backend() == "native":
+            from .._native import rlm_columns
+            descrs = tuple(getattr(CopyMeta, name) for name in _SLOTS)
+            _native_columns = lambda copies, topic, tid, p: rlm_columns(copies, descrs, topic, tid, p)  # noqa: E731
+    return _native_columns
+
+
 def partition_to_doc(topic_id: str, partition: int, state: PartitionState) -> dict:
     copies = list(state.copies.values())
     topic = copies[0].topic if copies else ""
+    native = _columns_native() if copies and isinstance(topic, str) else None
+    got = native(copies, topic, topic_id, partition) if native is not None else None
+    if got is not None:      # every copy the usual one: the columns made in C, as below
+        ints_raw, epochs_raw, ids = got
+        return {"topic_id": topic_id, "partition": partition, "deleted": state.deleted, "topic": topic,
+                "ids": ids, "ints": base64.b64encode(ints_raw).decode("ascii"),
+                "leader_epochs": base64.b64encode(epochs_raw).decode("ascii"), "custom": {}, "names": {},
+                "epochs": _epochs_doc(state)}
     custom: dict[str, str] = {}
     names: dict[str, str] = {}
     for i, c in enumerate(copies):
@@ -87,9 +114,12 @@ def partition_to_doc(topic_id: str, partition: int, state: PartitionState) -> di
     epochs = array("q", [x for c in copies for pair in c.leader_epochs for x in pair])
     return {"topic_id": topic_id, "partition": partition, "deleted": state.deleted, "topic": topic,
             "ids": _joined([c.segment_id for c in copies], "ids"), "ints": _pack(ints), "leader_epochs": _pack(epochs),
-            "custom": custom, "names": names,
-            "epochs": {str(e): {"keys": _pack(array("q", s.keys)), "ids": _joined(s.ids, f"epoch {e}"),
-                                "highest": s.highest} for e, s in state.epochs.items()}}
+            "custom": custom, "names": names, "epochs": _epochs_doc(state)}
+
+
+def _epochs_doc(state: PartitionState) -> dict:
+    return {str(e): {"keys": _pack(array("q", s.keys)), "ids": _joined(s.ids, f"epoch {e}"), "highest": s.highest}
+            for e, s in state.epochs.items()}
 
 
 def partition_from_doc(d: dict) -> tuple[tuple[str, int], PartitionState]:

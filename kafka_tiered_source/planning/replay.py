@@ -147,10 +147,23 @@ def _replay(client: Any, topic: str, mp: int, state: RemoteLogState, wanted: Col
         got = select_records(res.records or b"", wanted, decode=True)
         if got.next_offset is not None and offset < got.next_offset < hw:
             ahead.ask(got.next_offset)       # while these rows are replayed
+        hits = got.hits
+        if not got.tombstones:
+            # the usual answer: rows only, every one decoded (no (offset, value) for the codec),
+            # applied as they are once those below the offset asked are cut (a fetch answers from
+            # the batch holding it; hits are in offset order)
+            skip = 0
+            while skip < len(hits) and (hits[skip][0] if len(hits[skip]) == 2 else hits[skip][1]) < offset:
+                skip += 1
+            rest = hits[skip:] if skip else hits
+            if 2 not in map(len, rest):
+                applied += len(rest)
+                hits = []
+                _apply(state, rest, mp, native)
         tombstones = iter(t for t in got.tombstones if t[0] >= offset)
         tomb = next(tombstones, None)
         rows: list = []          # applied together, in order, before anything else is
-        for hit in got.hits:
+        for hit in hits:
             # a row (native/rlm_rows.c, or its twin rlm.row_of), or (offset, value) for the codec
             # to read or to say what is wrong with it
             off = hit[0] if len(hit) == 2 else hit[1]
