@@ -53,6 +53,17 @@ static int fa_int(fa_rd *r, int size, int64_t *out)
     return 0;
 }
 
+/* One tagged field's tag and size, the tag above the section's previous one (``*last``) and the
+ * size within the frame; the cursor left at the field's body. */
+static int fa_tag_header(fa_rd *r, int64_t *last, uint64_t *tag, uint64_t *size)
+{
+    if (fa_uvarint(r, tag) || (int64_t)*tag <= *last || fa_uvarint(r, size) ||
+        *size > (uint64_t)(r->n - r->pos))
+        return DECLINE;
+    *last = (int64_t)*tag;
+    return 0;
+}
+
 /* A tagged-field section whose tags are all skipped (in bounds, ascending). */
 static int fa_skip_tags(fa_rd *r)
 {
@@ -60,10 +71,7 @@ static int fa_skip_tags(fa_rd *r)
     int64_t last = -1;
     if (fa_uvarint(r, &count)) return DECLINE;
     for (uint64_t i = 0; i < count; i++) {
-        if (fa_uvarint(r, &tag) || (int64_t)tag <= last || fa_uvarint(r, &size) ||
-            size > (uint64_t)(r->n - r->pos))
-            return DECLINE;
-        last = (int64_t)tag;
+        if (fa_tag_header(r, &last, &tag, &size)) return DECLINE;
         r->pos += (Py_ssize_t)size;
     }
     return 0;
@@ -169,10 +177,7 @@ static int fa_partition_tags(fa_rd *r, PyObject *t)
     int64_t last = -1, v = 0;
     if (fa_uvarint(r, &count)) return DECLINE;
     for (uint64_t i = 0; i < count; i++) {
-        if (fa_uvarint(r, &tag) || (int64_t)tag <= last || fa_uvarint(r, &size) ||
-            size > (uint64_t)(r->n - r->pos))
-            return DECLINE;
-        last = (int64_t)tag;
+        if (fa_tag_header(r, &last, &tag, &size)) return DECLINE;
         Py_ssize_t end = r->pos + (Py_ssize_t)size;
         fa_rd in = {r->p, r->pos, end};
         int rc = 0, slot = -1, width = 0;

@@ -141,6 +141,20 @@ def test_cut_short_or_left_over_is_declined_and_the_codec_names_it(written):
                 fa.decode(bad, 18, backend=backend)
 
 
+def test_tags_out_of_order_are_declined_and_ascending_unknown_ones_skipped(written):
+    c, _, _ = written
+    frame = _frames(c, 18, [FetchAsk("t", 0, 0, INT32_MAX)])
+    assert frame.endswith(b"\0")           # the response's own tagged section: no field
+    body = frame[:-1]
+    # two unknown tags, empty: Kafka writes a section's tags in ascending order
+    ascending = body + bytes([2, 5, 0, 6, 0])
+    assert _native.fetch_answers(memoryview(ascending), 5, 18) is not None
+    assert fa.read_answers(memoryview(ascending), 5, 18) is not None
+    for bad in (body + bytes([2, 5, 0, 5, 0]), body + bytes([2, 6, 0, 5, 0])):    # repeated, descending
+        assert _native.fetch_answers(memoryview(bad), 5, 18) is None
+        assert fa.read_answers(memoryview(bad), 5, 18) is None
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_requests_from_parts_and_patched_are_the_codecs(written, version):
     c, _, _ = written

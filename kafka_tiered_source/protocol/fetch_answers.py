@@ -119,17 +119,23 @@ def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
     raise _Declined
 
 
+def _tag_header(buf, pos: int, end: int, last: int) -> tuple[int, int, int]:
+    """One tagged field's (tag, size, position of its body): the tag above the section's
+    previous one (``last``), the size within the frame."""
+    tag, pos = _uvarint(buf, pos, end)
+    if tag <= last:
+        raise _Declined
+    size, pos = _uvarint(buf, pos, end)
+    if size > end - pos:
+        raise _Declined
+    return tag, size, pos
+
+
 def _skip_tags(buf, pos: int, end: int) -> int:
     count, pos = _uvarint(buf, pos, end)
     last = -1
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos, end)
-        if tag <= last:
-            raise _Declined
-        last = tag
-        size, pos = _uvarint(buf, pos, end)
-        if size > end - pos:
-            raise _Declined
+        last, size, pos = _tag_header(buf, pos, end, last)
         pos += size
     return pos
 
@@ -152,13 +158,8 @@ def _partition_tags(buf, pos: int, end: int, out: list) -> int:
     count, pos = _uvarint(buf, pos, end)
     last = -1
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos, end)
-        if tag <= last:
-            raise _Declined
+        tag, size, pos = _tag_header(buf, pos, end, last)
         last = tag
-        size, pos = _uvarint(buf, pos, end)
-        if size > end - pos:
-            raise _Declined
         stop = pos + size
         if tag in _FIXED:
             a, b = _FIXED[tag]
