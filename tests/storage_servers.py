@@ -249,19 +249,34 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     def _handle(self):
         proxy = self.proxy
         start = time.monotonic()
-        length = int(self.headers.get("Content-Length") or 0)
-        request_body = self.rfile.read(length) if length else b""
-        rule = proxy._arrived(self.command, self.path)
-        if rule is not None and rule.stall_s:
-            proxy.stop_event.wait(rule.stall_s)
-        if rule is not None and rule.status is not None:
-            status, sent = rule.status, self._answer(rule)
-        else:
-            status, sent = self._forward(request_body, rule)
-        end = time.monotonic()
-        with proxy.lock:
-            proxy.answers.append(Answer(self.command, self.path.split("?", 1)[0], self.headers.get("Range"),
-                                        status, len(sent), start, self.answering_at, end))
+        self.writing = False
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+            request_body = self.rfile.read(length) if length else b""
+            rule = proxy._arrived(self.command, self.path)
+            if rule is not None and rule.stall_s:
+                proxy.stop_event.wait(rule.stall_s)
+            if rule is not None and rule.status is not None:
+                status, sent = rule.status, self._answer(rule)
+            else:
+                status, sent = self._forward(request_body, rule)
+            end = time.monotonic()
+            with proxy.lock:
+                proxy.answers.append(Answer(self.command, self.path.split("?", 1)[0], self.headers.get("Range"),
+                                            status, len(sent), start, self.answering_at, end))
+        finally:
+            if self.writing:
+                with proxy.lock:
+                    proxy.writing -= 1
+                    proxy.recorded.notify_all()
+
+    def _answering(self) -> None:
+        """The body is about to go out: from here the client may have its answer before this
+        thread records it, so :attr:`FaultProxy.log` waits for the record."""
+        self.answering_at = time.monotonic()
+        with self.proxy.lock:
+            self.proxy.writing += 1
+        self.writing = True
 
     def _answer(self, rule: Rule) -> bytes:
         self.send_response(rule.status)
@@ -269,7 +284,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(rule.body)))
         self.end_headers()
-        self.answering_at = time.monotonic()
+        self._answering()
         self.wfile.write(rule.body)
         return rule.body
 
@@ -304,7 +319,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         sent = b"" if self.command == "HEAD" else data
-        self.answering_at = time.monotonic()
+        self._answering()
         self.wfile.write(sent)
         if damage == "close-early":
             self.wfile.flush()
@@ -331,6 +346,8 @@ class FaultProxy:
         self.answers: list[Answer] = []
         self.arrivals: dict[str, int] = {}      # GETs by path without the query
         self.lock = threading.Lock()
+        self.writing = 0                        # answers being written, not yet in ``answers``
+        self.recorded = threading.Condition(self.lock)
         self.stop_event = threading.Event()
         self.port = free_port()
         handler = type("Handler", (_ProxyHandler,), {"proxy": self})
@@ -340,8 +357,11 @@ class FaultProxy:
 
     @property
     def log(self) -> list[tuple]:
-        """``(method, path, status, body bytes sent, start, end)`` of each answer, in order."""
+        """``(method, path, status, body bytes sent, start, end)`` of each answer, in order; an
+        answer whose body is going out is waited for (up to 10 s), so a client that has read its
+        answer finds it here."""
         with self.lock:
+            self.recorded.wait_for(lambda: self.writing == 0, timeout=10)
             return [(a.method, a.path, a.status, a.sent, a.start, a.end) for a in self.answers]
 
     @property
