@@ -374,3 +374,38 @@ def test_a_task_holds_a_bounded_number_of_ranges_however_small_the_segments():
     assert [len(t.ranges) for t in tasks] == [1024, 1024, 952]
     assert [r.offset_start for t in tasks for r in t.ranges] == list(range(n))
     assert max(len(pickle.dumps(t)) for t in tasks) < 1024 * 400
+
+
+def test_copies_of_one_checkpoint_read_from_it_when_the_slice_starts_at_or_past_it():
+    # copy A [0, 99] of 1,000 bytes whose one checkpoint says the batch at byte 400 ends with
+    # offset 49; copy B [100, 199] of 500 bytes, the batch at byte 0 ending with offset 100;
+    # copy C [200, 299] of 300 bytes, no checkpoint: each slice is read from the checkpoint
+    # when it starts at or past the checkpoint's offset, else from byte 0, to the copy's end
+    a = seg(0, 99, 1000, sid="A")
+    b = seg(100, 199, 500, sid="B")
+    c = seg(200, 299, 300, sid="C")
+    work = [PartitionWork("t", 0, TID, (SegmentSlice(a, 60, 100, ((49, 400),)),
+                                        SegmentSlice(b, 100, 200, ((150, 0),)),
+                                        SegmentSlice(c, 200, 300)))]
+    (task,) = plan_read_tasks(work, target_bytes=10_000)
+    assert [(r.segment.segment_id, r.byte_start, r.byte_end, r.offset_start, r.offset_end, r.estimated_bytes,
+             r.estimated_records) for r in task.ranges] == [
+        ("A", 400, 1000, 60, 100, 600, 40), ("B", 0, 500, 100, 200, 500, 100), ("C", 0, 300, 200, 300, 300, 100)]
+    # the same copies cut to two tasks each by offsets: each part read from what its index says
+    tasks = plan_read_tasks(work, target_bytes=10_000, max_records_per_partition=20)
+    ranges = [(r.segment.segment_id, r.byte_start, r.byte_end, r.offset_start, r.offset_end)
+              for t in tasks for r in t.ranges]
+    assert ranges[:2] == [("A", 400, 1000, 60, 80), ("A", 400, 1000, 80, 100)]
+    assert sum(r[4] - r[3] for r in ranges) == 240 and ranges[-1] == ("C", 0, 300, 280, 300)
+
+
+def test_a_copy_serving_two_spans_is_read_from_both_starts():
+    # copy A [0, 99] (1,000 bytes) serves [0, 40) and [60, 100), copy B [40, 59] the middle:
+    # A's second slice starts at its checkpoint (59, 600), its first at byte 0
+    a = seg(0, 99, 1000, sid="A")
+    b = seg(40, 59, 100, sid="B")
+    work = [PartitionWork("t", 0, TID, (SegmentSlice(a, 0, 40, ((0, 0),)), SegmentSlice(b, 40, 60, ((40, 0),)),
+                                        SegmentSlice(a, 60, 100, ((59, 600),))))]
+    (task,) = plan_read_tasks(work, target_bytes=10_000)
+    assert [(r.segment.segment_id, r.byte_start, r.byte_end, r.offset_start, r.offset_end) for r in task.ranges] == [
+        ("A", 0, 1000, 0, 40), ("B", 0, 100, 40, 60), ("A", 600, 1000, 60, 100)]

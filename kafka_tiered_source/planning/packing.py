@@ -238,9 +238,17 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
                 key = (seg.topic, seg.partition, seg.segment_id)
                 known = indexes.get(key)
                 if known is None:
-                    indexes[key] = _SegmentIndex(piece, where)
+                    # Most slices (one per copy, at most one checkpoint, valid): the slice stands
+                    # for its index until one is needed (_index), so a million copies make no
+                    # million index objects; any other is checked by _SegmentIndex, as before.
+                    cps = piece.checkpoints
+                    size = seg.size_bytes
+                    indexes[key] = (piece if size is not None and size > 0 and (
+                        not cps or (len(cps) == 1 and seg.base_offset <= cps[0][0] <= seg.end_offset
+                                    and 0 <= cps[0][1] < size))
+                        else _SegmentIndex(piece, where))
                 else:    # a copy serving two spans (another copy inside it): both starts count
-                    indexes[key] = known.joined(piece, where)
+                    indexes[key] = _index(indexes, key).joined(piece, where)
             elif isinstance(piece, BrokerRange):
                 if (piece.topic, piece.partition) != tp:
                     raise PlanningError(f"{where}: broker range for "
@@ -252,13 +260,22 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
     return indexes
 
 
+def _index(indexes: dict, key: tuple) -> _SegmentIndex:
+    """The segment's index, made from the slice standing for it if it is not made yet."""
+    got = indexes[key]
+    if isinstance(got, SegmentSlice):      # checked by _validate: cannot fail
+        got = indexes[key] = _SegmentIndex(got, f"{key[0]}-{key[1]}")
+    return got
+
+
 def _index_of(indexes: dict, r: RemoteRange) -> _SegmentIndex:
     s = r.segment
-    return indexes[(s.topic, s.partition, s.segment_id)]
+    return _index(indexes, (s.topic, s.partition, s.segment_id))
 
 
 def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
     units: list[Range] = []
+    make_range = slots_maker(RemoteRange)
     pieces: Sequence[Range]
     for w in work:
         for piece in w.pieces:
@@ -267,7 +284,18 @@ def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
                 continue
             if isinstance(piece, SegmentSlice):
                 seg = piece.segment
-                index = indexes[(seg.topic, seg.partition, seg.segment_id)]
+                key = (seg.topic, seg.partition, seg.segment_id)
+                lazy = indexes[key]
+                if lazy is piece and not max_records:
+                    # the slice stands for its index (_validate): at most one checkpoint, so
+                    # _SegmentIndex.range's answer without the index: from the checkpoint where
+                    # it is at or before the first offset, to the end of the copy
+                    cps = piece.checkpoints
+                    start = cps[0][1] if cps and cps[0][0] <= first else 0
+                    size = seg.size_bytes
+                    units.append(make_range(seg, start, size, first, end, size - start, end - first))
+                    continue
+                index = _index(indexes, key)
                 if len(index.offsets) < 2:     # no cut saves bytes (most copies: read from one entry)
                     one = index.range(first, end)
                     if not max_records:
