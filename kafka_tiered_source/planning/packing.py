@@ -205,12 +205,16 @@ def _split_by_records(r: Range, limit: int, index: _SegmentIndex | None) -> list
 # ---------------------------------------------------------------------------------------------
 # Grouping.
 # ---------------------------------------------------------------------------------------------
-def _validate(work: Sequence[PartitionWork]) -> dict:
+def _validate(work: Sequence[PartitionWork]) -> tuple[dict, bool]:
+    """Every piece checked (a PlanningError naming the partition otherwise); the segments'
+    indexes by (topic, partition, segment id), and whether a segment serves two slices."""
     indexes: dict = {}
     seen = set()
+    joined = False
     for w in work:
-        tp = (w.topic, w.partition)
-        where = f"{w.topic}-{w.partition}"
+        topic, partition = w.topic, w.partition
+        tp = (topic, partition)
+        where = f"{topic}-{partition}"
         if tp in seen:
             raise PlanningError(f"{where} is listed twice")
         seen.add(tp)
@@ -218,24 +222,21 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
             raise PlanningError(f"{where}: txn info is for {w.txn.topic}-{w.txn.partition}")
         previous_end = None
         for piece in w.pieces:
-            if piece.offset_start > piece.offset_end:
-                raise PlanningError(f"{where}: range [{piece.offset_start}, {piece.offset_end}) "
-                                    f"ends before it starts")
-            if previous_end is not None and piece.offset_start < previous_end:
-                raise PlanningError(f"{where}: ranges overlap or are out of order at offset "
-                                    f"{piece.offset_start}")
-            previous_end = piece.offset_end
+            first, end = piece.offset_start, piece.offset_end
+            if first > end:
+                raise PlanningError(f"{where}: range [{first}, {end}) ends before it starts")
+            if previous_end is not None and first < previous_end:
+                raise PlanningError(f"{where}: ranges overlap or are out of order at offset {first}")
+            previous_end = end
             if isinstance(piece, SegmentSlice):
                 seg = piece.segment
-                if (seg.topic, seg.partition) != tp:
+                if seg.partition != partition or seg.topic != topic:
                     raise PlanningError(f"{where}: segment {seg.segment_id} belongs to "
                                         f"{seg.topic}-{seg.partition}")
-                if not (seg.base_offset <= piece.offset_start
-                        and piece.offset_end <= seg.end_offset + 1):
-                    raise PlanningError(f"{where}: slice [{piece.offset_start}, "
-                                        f"{piece.offset_end}) outside segment "
+                if not (seg.base_offset <= first and end <= seg.end_offset + 1):
+                    raise PlanningError(f"{where}: slice [{first}, {end}) outside segment "
                                         f"[{seg.base_offset}, {seg.end_offset}]")
-                key = (seg.topic, seg.partition, seg.segment_id)
+                key = (topic, partition, seg.segment_id)
                 known = indexes.get(key)
                 if known is None:
                     # Most slices (one per copy, at most one checkpoint, valid): the slice stands
@@ -249,6 +250,7 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
                         else _SegmentIndex(piece, where))
                 else:    # a copy serving two spans (another copy inside it): both starts count
                     indexes[key] = _index(indexes, key).joined(piece, where)
+                    joined = True
             elif isinstance(piece, BrokerRange):
                 if (piece.topic, piece.partition) != tp:
                     raise PlanningError(f"{where}: broker range for "
@@ -257,7 +259,7 @@ def _validate(work: Sequence[PartitionWork]) -> dict:
                     raise PlanningError(f"{where}: negative estimated_bytes")
             else:
                 raise PlanningError(f"{where}: unexpected piece {type(piece).__name__}")
-    return indexes
+    return indexes, joined
 
 
 def _index(indexes: dict, key: tuple) -> _SegmentIndex:
@@ -273,7 +275,7 @@ def _index_of(indexes: dict, r: RemoteRange) -> _SegmentIndex:
     return _index(indexes, (s.topic, s.partition, s.segment_id))
 
 
-def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
+def _units(work, indexes, joined: bool, target: int, max_records: int | None) -> list[Range]:
     units: list[Range] = []
     make_range = slots_maker(RemoteRange)
     pieces: Sequence[Range]
@@ -284,18 +286,18 @@ def _units(work, indexes, target: int, max_records: int | None) -> list[Range]:
                 continue
             if isinstance(piece, SegmentSlice):
                 seg = piece.segment
-                key = (seg.topic, seg.partition, seg.segment_id)
-                lazy = indexes[key]
-                if lazy is piece and not max_records:
-                    # the slice stands for its index (_validate): at most one checkpoint, so
-                    # _SegmentIndex.range's answer without the index: from the checkpoint where
-                    # it is at or before the first offset, to the end of the copy
-                    cps = piece.checkpoints
+                cps = piece.checkpoints
+                # the slice stands for its index (_validate: at most one checkpoint, and no other
+                # slice of its segment, as when no segment serves two): _SegmentIndex.range's
+                # answer without the index, from the checkpoint where it is at or before the
+                # first offset, to the end of the copy
+                if not max_records and len(cps) < 2 and (
+                        not joined or indexes[(seg.topic, seg.partition, seg.segment_id)] is piece):
                     start = cps[0][1] if cps and cps[0][0] <= first else 0
                     size = seg.size_bytes
                     units.append(make_range(seg, start, size, first, end, size - start, end - first))
                     continue
-                index = _index(indexes, key)
+                index = _index(indexes, (seg.topic, seg.partition, seg.segment_id))
                 if len(index.offsets) < 2:     # no cut saves bytes (most copies: read from one entry)
                     one = index.range(first, end)
                     if not max_records:
@@ -340,16 +342,16 @@ def _merge(ranges: list[Range], indexes: dict) -> list[Range]:
     """Join ranges of one segment (or of one broker partition) that meet end to start."""
     out: list[Range] = []
     for r in ranges:
-        if out:
+        if out and out[-1].offset_end == r.offset_start:
             last = out[-1]
-            if (isinstance(r, RemoteRange) and isinstance(last, RemoteRange) and last.offset_end == r.offset_start
-                    and (last.segment is r.segment or (last.segment.segment_id == r.segment.segment_id
-                                                       and last.segment == r.segment))):
-                out[-1] = _index_of(indexes, r).range(last.offset_start, r.offset_end)
-                continue
-            if (isinstance(r, BrokerRange) and isinstance(last, BrokerRange)
-                    and (last.topic, last.partition) == (r.topic, r.partition)
-                    and last.offset_end == r.offset_start):
+            if isinstance(r, RemoteRange):
+                if isinstance(last, RemoteRange) and (
+                        last.segment is r.segment or (last.segment.segment_id == r.segment.segment_id
+                                                      and last.segment == r.segment)):
+                    out[-1] = _index_of(indexes, r).range(last.offset_start, r.offset_end)
+                    continue
+            elif (isinstance(last, BrokerRange) and isinstance(r, BrokerRange)
+                    and (last.topic, last.partition) == (r.topic, r.partition)):
                 out[-1] = BrokerRange(r.topic, r.partition, r.topic_id, last.offset_start,
                                       r.offset_end, last.estimated_bytes + r.estimated_bytes,
                                       last.tiered + r.tiered)
@@ -417,8 +419,8 @@ def plan_read_tasks(work: Sequence[PartitionWork], *, target_bytes: int,
     if max_records_per_partition is not None and max_records_per_partition < 1:
         raise PlanningError(f"max_records_per_partition must be positive, "
                             f"got {max_records_per_partition}")
-    indexes = _validate(work)
-    units = _units(work, indexes, target_bytes, max_records_per_partition)
+    indexes, joined = _validate(work)
+    units = _units(work, indexes, joined, target_bytes, max_records_per_partition)
     if not units:
         return []
     tasks = _pack(units, target_bytes, max_records_per_partition)
@@ -427,7 +429,7 @@ def plan_read_tasks(work: Sequence[PartitionWork], *, target_bytes: int,
         # Smaller target first: it keeps tasks balanced by bytes.
         total = sum(u.estimated_bytes for u in units)
         smaller = max(1, min(target_bytes, total // min_partitions))
-        units = _units(work, indexes, smaller, max_records_per_partition)
+        units = _units(work, indexes, joined, smaller, max_records_per_partition)
         tasks = _pack(units, smaller, max_records_per_partition)
 
     tasks = [_merge(t, indexes) for t in tasks]
