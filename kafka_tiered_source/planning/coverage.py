@@ -139,16 +139,23 @@ def _mapped(state: PartitionState, epoch: int, lo: int, hi: int) -> list[Served]
     copies = state.copies
     out: list[Served] = []
     n = len(keys)
-    i = max(bisect_right(keys, lo) - 1, 0)
-    while i < n and keys[i] < hi:
+    for i in range(max(bisect_right(keys, lo) - 1, 0), n):
+        k = keys[i]
+        if k >= hi:
+            break
         copy = copies.get(ids[i])
         if copy is not None and copy.state == FINISHED:    # RemoteLogMetadataCache serves finished copies only
-            nxt = keys[i + 1] if i + 1 < n else hi
-            last = copy.end_offset if len(copy.leader_epochs) == 1 else copy.epoch_end(epoch)
-            s, e = max(keys[i], lo), min(nxt, last + 1, hi)
+            # [max(k, lo), min(next key, the copy's last offset in the epoch + 1, hi)), in
+            # comparisons (a plan of a million copies takes this step a million times)
+            e = keys[i + 1] if i + 1 < n else hi
+            last = (copy.end_offset if len(copy.leader_epochs) == 1 else copy.epoch_end(epoch)) + 1
+            if last < e:
+                e = last
+            if hi < e:
+                e = hi
+            s = k if k > lo else lo
             if s < e:
                 out.append((s, e, copy))
-        i += 1
     return out
 
 
@@ -205,19 +212,32 @@ def _merged(spans: Iterable[Served]) -> list[Served]:
 def _filled(start: int, end: int, spans: Iterable[Served]) -> list[Served]:
     """``spans`` (ascending, not overlapping) clipped to ``[start, end)`` with the offsets
     between them given to the broker."""
+    # _merged's joins made as the spans are added: each span added starts where the last ends
     out: list[Served] = []
     pos = start
     for s, e, c in spans:            # ascending already: one lineage epoch after another
-        s, e = max(s, pos), min(e, end)
+        if s < pos:
+            s = pos
+        if e > end:
+            e = end
         if s >= e:
             continue
         if s > pos:
-            out.append((pos, s, None))
-        out.append((s, e, c))
+            if out and out[-1][2] is None:
+                out[-1] = (out[-1][0], s, None)
+            else:
+                out.append((pos, s, None))
+        if out and out[-1][2] is c:
+            out[-1] = (out[-1][0], e, c)
+        else:
+            out.append((s, e, c))
         pos = e
     if pos < end:
-        out.append((pos, end, None))
-    return _merged(out)
+        if out and out[-1][2] is None:
+            out[-1] = (out[-1][0], end, None)
+        else:
+            out.append((pos, end, None))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

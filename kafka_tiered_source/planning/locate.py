@@ -16,6 +16,7 @@ planner checks its pieces against the range (:func:`.coverage.check_cover`) befo
 """
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Callable, Iterable, Protocol, Sequence, Union
 
 from ..dataclass import dataclass, field
@@ -48,7 +49,7 @@ class Located:
 
     @property
     def segments(self) -> int:
-        return sum(isinstance(p, SegmentSlice) for p in self.pieces)
+        return sum(map(isinstance, self.pieces, repeat(SegmentSlice)))   # no Python step per piece
 
 
 class SegmentLocator(Protocol):

@@ -106,8 +106,9 @@ class MetadataTopicLocator:
             key = (pr.topic, pr.partition)
             state = states[key]
             # each copy's RemoteSegment is made once and kept with it (CopyMeta.segment)
-            spans, after = split_at([(s, e, c.segment() if c is not None else None) for s, e, c in served[key]],
-                                    pr.end)
+            spans = [(s, e, c.segment() if c is not None else None) for s, e, c in served[key]]
+            # read_committed: the spans go on past the end (to the LSO); else they end at it
+            spans, after = split_at(spans, pr.end) if self.iso == 1 else (spans, [])
             _log_trimmed(pr, state, [x for x in served[key] if x[0] < pr.end])
             if self.spans_only:
                 out[key] = spans_only(pr, spans)
