@@ -294,7 +294,7 @@ def _units(work, indexes, joined: bool, target: int, max_records: int | None) ->
                 if not max_records and len(cps) < 2 and (
                         not joined or indexes[(seg.topic, seg.partition, seg.segment_id)] is piece):
                     start = cps[0][1] if cps and cps[0][0] <= first else 0
-                    size = seg.size_bytes
+                    size: int = seg.size_bytes    # type: ignore[assignment]  # _validate: > 0
                     units.append(make_range(seg, start, size, first, end, size - start, end - first))
                     continue
                 index = _index(indexes, (seg.topic, seg.partition, seg.segment_id))
