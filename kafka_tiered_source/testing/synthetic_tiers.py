@@ -173,7 +173,9 @@ class SyntheticRemotePartition(RemotePartition):
         (``_held_lineage``); :meth:`location_answer` answers from them only while the leader's
         lineage below the tiered end is that one."""
         log = self.leader_log() if self.leader_log is not None else None
-        end = self.tiers.tiered_end
+        t = self.tiers
+        end = t.tiered_end
+        self._shape = (t.records_per_segment, t.records_per_batch, t.batches_per_segment, t.batch_bytes, end)
         self._held_lineage = None if log is None else [(e, o) for e, o in log.epochs.entries if o < end]
         blob, at = bytearray(), array("Q", [0])
         for i in range(self.tiers.segments):
@@ -192,22 +194,22 @@ class SyntheticRemotePartition(RemotePartition):
         first batch the one holding it (RemoteLogManager.findFirstBatch from
         lookupPositionForOffset's position); then batches while the max bytes allow, at least
         one (RemoteLogManager.read reads on to the fetch size), all on the lineage."""
-        t, log = self.tiers, part.log
-        if self.config.presign or not part.log_start_offset <= offset < min(log.local_start_offset, t.tiered_end):
+        log = part.log
+        rps, rpb, bps, size, tiered_end = self._shape
+        if self.config.presign or not part.log_start_offset <= offset < min(log.local_start_offset, tiered_end):
             return None
         lineage, entries = self._held_lineage, log.epochs.entries
-        if lineage is None or entries[:len(lineage)] != lineage \
-                or (len(entries) > len(lineage) and entries[len(lineage)][1] < t.tiered_end):
+        n = len(lineage) if lineage is not None else -1
+        if n < 0 or entries[:n] != lineage or (len(entries) > n and entries[n][1] < tiered_end):
             return None
-        rps, size = t.records_per_segment, t.batch_bytes
         i, rel = divmod(offset, rps)
-        k = rel // t.records_per_batch
+        k = rel // rpb
         start = k * size
-        end = start + max(1, min(t.batches_per_segment - k, max_bytes // size)) * size
+        end = start + max(1, min(bps - k, max_bytes // size)) * size
         base = i * rps
-        leo = log.log_end_offset
-        body = fetch_body.location_partition(self.partition, leo, log.last_stable_offset, part.log_start_offset,
-                                             self._held[self._held_at[i]:self._held_at[i + 1]], start, end,
+        at = self._held_at
+        body = fetch_body.location_partition(self.partition, log.log_end_offset, log.last_stable_offset,
+                                             part.log_start_offset, self._held[at[i]:at[i + 1]], start, end,
                                              base, base + rps - 1)
         return None if body is None else fetch_body.EncodedPartition(body, end - start)
 
