@@ -218,6 +218,7 @@ def run_kip1248_point(scale: int, segments: int, segment_bytes: int, repeat: int
             c0 = cpu_seconds(broker.pid)
             r = Tree.plan(worker, opts)
             r["broker_cpu_s"] = round(cpu_seconds(broker.pid) - c0, 2)
+            r["broker_rss_peak"] = _vm_hwm(broker.pid)      # its held copies count too
             return r
         load = os.getloadavg()[0]
         first = planned()
@@ -234,12 +235,26 @@ def run_kip1248_point(scale: int, segments: int, segment_bytes: int, repeat: int
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _vm_hwm(pid: int) -> int:
+    """A process's peak RSS (VmHWM), in bytes; 0 where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _print(row: dict, kinds) -> None:
     for kind in kinds:
         r = row.get(kind)
         if r is None:
             continue
         broker = f", broker CPU {r['broker_cpu_s']:.2f} s" if "broker_cpu_s" in r else ""
+        if r.get("broker_rss_peak"):
+            broker += f" (peak RSS {r['broker_rss_peak'] / 2**20:,.0f} MiB)"
         tree = f" [{row['tree']}]" if row.get("tree") == "baseline" else ""
         print(f"{row.get('locator', 'metadata-topic'):>14}{tree} {row['segments']:>9,} copies ({row['partitions']:,} "
               f"partitions), {kind:>8} plan: wall {r['wall_s']:7.2f} s ({r['wall_s'] / 30:.2f} of 30 s; "
