@@ -32,13 +32,15 @@ across a restart: the copies live in the broker process that made them.
 from __future__ import annotations
 
 import hashlib
+from array import array
 
 from ..dataclass import dataclass
 from ..errors import ConfigError, KafkaTieredError
-from ..ids import uuid_to_str
+from ..ids import uuid_from_str, uuid_to_str
 from ..storage import aiven
 from ..storage.indexes import OFFSET_ENTRY, TIME_ENTRY, AbortedTxn
 from . import aiven_writer
+from .apis import fetch_body
 from .batches import StorageError
 from .tiering import LAYOUT_AIVEN, RemotePartition, RemoteSegmentMetadata, checkpoint_text
 
@@ -129,6 +131,7 @@ class SyntheticRemotePartition(RemotePartition):
         self.cache = _Cache(self)      # type: ignore[assignment]   # the same look-ups, by arithmetic
         self._index_entries = self._offset_entries(index_interval_bytes)
         self._manifest_sizes: dict[tuple, int] = {}
+        self._hold_copies()
 
     @property
     def serves_any(self) -> bool:
@@ -157,15 +160,65 @@ class SyntheticRemotePartition(RemotePartition):
         h[0] &= 0x7F        # Uuid.randomUuid never makes an id whose string starts with "-"
         return uuid_to_str(bytes(h))
 
-    def meta(self, i: int) -> RemoteSegmentMetadata:
-        """Copy ``i``'s metadata, as :meth:`RemotePartition.upload` makes it from the segment."""
+    # -- RemoteLogMetadataCache, held once
+    def _hold_copies(self) -> None:
+        """What a Kafka broker's RemoteLogMetadataCache holds of each copy, made once, as the
+        copies finished (RemoteLogMetadataCache.handleSegmentWithCopySegmentFinishedState keeps
+        the RemoteLogSegmentMetadata that RemoteLogManager.copyLogSegment wrote; a fetch reads
+        it back through RemoteLogManager.fetchRemoteLogSegmentMetadata, it is not rebuilt per
+        fetch).  Held as a column, not an object per copy (a million copies: ~110 bytes each,
+        where a RemoteSegmentMetadata each took ~1 KB): each copy's location-answer tags that
+        depend on the copy alone (segment id, custom metadata: fetch_body.location_tags), one
+        blob, and where each copy's start in it.  They hold for the lineage they were made on
+        (``_held_lineage``); :meth:`location_answer` answers from them only while the leader's
+        lineage below the tiered end is that one."""
+        log = self.leader_log() if self.leader_log is not None else None
+        t = self.tiers
+        end = t.tiered_end
+        self._shape = (t.records_per_segment, t.records_per_batch, t.batches_per_segment, t.batch_bytes, end)
+        self._held_lineage = None if log is None else [(e, o) for e, o in log.epochs.entries if o < end]
+        blob, at = bytearray(), array("Q", [0])
+        for i in range(self.tiers.segments):
+            seg_id, _, _, custom = self._copy(i, log)
+            blob += fetch_body.location_tags(uuid_from_str(seg_id), custom)
+            at.append(len(blob))
+        self._held, self._held_at = bytes(blob), at
+
+    def location_answer(self, part, offset: int, max_bytes: int) -> fetch_body.EncodedPartition | None:
+        """The read_uncommitted KIP-1248 answer for ``offset`` (``part``: the broker's partition,
+        its lock held), written from the held copies: what BrokerStorage.locate and the
+        handler's writer make of remote_read.location's hint, byte for byte; None where that
+        path is to answer (the offset not only remote, the lineage changed since the copies
+        were held, presigned URLs).  The copies are contiguous and of one shape, so the copy
+        is the offset's quotient (RemoteLogMetadataCache's floor entry for the epoch) and the
+        first batch the one holding it (RemoteLogManager.findFirstBatch from
+        lookupPositionForOffset's position); then batches while the max bytes allow, at least
+        one (RemoteLogManager.read reads on to the fetch size), all on the lineage."""
+        log = part.log
+        rps, rpb, bps, size, tiered_end = self._shape
+        if self.config.presign or not part.log_start_offset <= offset < min(log.local_start_offset, tiered_end):
+            return None
+        lineage, entries = self._held_lineage, log.epochs.entries
+        n = len(lineage) if lineage is not None else -1
+        if n < 0 or entries[:n] != lineage or (len(entries) > n and entries[n][1] < tiered_end):
+            return None
+        i, rel = divmod(offset, rps)
+        k = rel // rpb
+        start = k * size
+        end = start + max(1, min(bps - k, max_bytes // size)) * size
+        base = i * rps
+        at = self._held_at
+        body = fetch_body.location_partition(self.partition, log.log_end_offset, log.last_stable_offset,
+                                             part.log_start_offset, self._held[at[i]:at[i + 1]], start, end,
+                                             base, base + rps - 1)
+        return None if body is None else fetch_body.EncodedPartition(body, end - start)
+
+    def _copy(self, i: int, log) -> tuple[str, list[tuple[int, int]], str, bytes | None]:
+        """Copy ``i``'s segment id, leader epochs, ``.log`` key and custom metadata."""
         t = self.tiers
         base = i * t.records_per_segment
         nxt = base + t.records_per_segment
-        log = self.leader_log() if self.leader_log is not None else None
         entries = log.epochs.entries_in_range(base, nxt) if log is not None else [(0, base)]
-        size = t.batches_per_segment * t.batch_bytes
-        max_ts = t.timestamp(nxt - 1)
         seg_id = self.segment_id(i)
         cfg = self.config
         custom = None
@@ -174,17 +227,27 @@ class SyntheticRemotePartition(RemotePartition):
             log_key = f"{cfg.key_prefix}{stem}.{aiven.SUFFIX_LOG}"
             checkpoint = checkpoint_text(log.epochs.entries_in_range(-1, nxt) if log is not None else entries)
             custom = aiven_writer.encode_custom_metadata(
-                remote_size=self._remote_size(seg_id, base, nxt - 1, max_ts, entries, checkpoint),
+                remote_size=self._remote_size(seg_id, base, nxt - 1, t.timestamp(nxt - 1), entries, checkpoint),
                 object_prefix=cfg.key_prefix or None,
-                object_key=stem).hex()
+                object_key=stem)
         else:
             log_key = f"{cfg.key_prefix}{self.topic}-{self.partition}-{self.topic_id}/{base:020d}-{seg_id}.log"
+        return seg_id, entries, log_key, custom
+
+    def meta(self, i: int) -> RemoteSegmentMetadata:
+        """Copy ``i``'s metadata, as :meth:`RemotePartition.upload` makes it from the segment."""
+        t = self.tiers
+        base = i * t.records_per_segment
+        nxt = base + t.records_per_segment
+        log = self.leader_log() if self.leader_log is not None else None
+        seg_id, entries, log_key, custom = self._copy(i, log)
+        max_ts = t.timestamp(nxt - 1)
         return RemoteSegmentMetadata(
             segment_id=seg_id, topic=self.topic, topic_id=self.topic_id, partition=self.partition,
-            base_offset=base, end_offset=nxt - 1, size_bytes=size, max_timestamp=max_ts,
-            event_timestamp=max_ts, layout=cfg.layout, log_key=log_key, custom_metadata=custom,
-            leader_epochs=dict(entries), txn_index_empty=True, broker_id=cfg.broker_id,
-            copy_epoch=self.leader_epoch())
+            base_offset=base, end_offset=nxt - 1, size_bytes=t.batches_per_segment * t.batch_bytes,
+            max_timestamp=max_ts, event_timestamp=max_ts, layout=self.config.layout, log_key=log_key,
+            custom_metadata=None if custom is None else custom.hex(), leader_epochs=dict(entries),
+            txn_index_empty=True, broker_id=self.config.broker_id, copy_epoch=self.leader_epoch())
 
     def _remote_size(self, seg_id: str, base: int, end: int, max_ts: int, entries, checkpoint: bytes) -> int:
         """REMOTE_SIZE as the aiven layout's upload has it: the ``.log``, ``.indexes`` and

@@ -495,5 +495,10 @@ class RemotePartition:
                     return meta, p, data
         return None
 
+    def location_answer(self, part, offset: int, max_bytes: int):
+        """A KIP-1248 answer written from copies held once (synthetic_tiers.py); None: this
+        partition answers through BrokerStorage.locate."""
+        return None
+
     def presign(self, meta) -> str | None:
         return self.store.presign(meta.log_key) if self.config.presign else None

@@ -97,13 +97,29 @@ class LatencyHistogram:
 
 
 def _locate_all(broker, asks, isolation_level, client_id) -> list:
-    """``broker.storage.locate`` for each ``(topic, partition, offset, max bytes)``; an error is
-    returned in its place, to be raised where the partition is answered."""
-    out = []
-    for name, partition, offset, limit in asks:
+    """``broker.storage.locate`` for each ``(topic, partition, offset, max bytes, current
+    leader epoch)``; an error is returned in its place, to be raised where the partition is
+    answered.  A partition whose remote half holds its copies' answers (synthetic_tiers.py)
+    gives its read_uncommitted answer already written (a ``fetch_body.EncodedPartition``),
+    once its leader epoch passes the fencing check the handler makes (then the handler only
+    places it, and counts it)."""
+    out: list = []
+    storage = broker.storage
+    for name, partition, offset, limit, current in asks:
         try:
-            out.append(broker.storage.locate(name, partition, offset, limit, isolation_level,
-                                             client_id=client_id))
+            part = storage.partition(name, partition)
+            with part.lock:
+                # ReplicaManager.readFromLog -> Partition.localLogWithEpochOrThrow (KIP-320): a
+                # fenced partition is not read (nor counted); the handler's own check answers it
+                if 0 <= current != part.epoch:
+                    out.append(None)
+                    continue
+                done = (part.remote.location_answer(part, offset, limit)
+                        if isolation_level == 0 and part.remote is not None else None)
+            if done is not None:
+                out.append(done)
+                continue
+            out.append(storage.locate(name, partition, offset, limit, isolation_level, client_id=client_id))
         except (StorageError, KafkaTieredError) as exc:
             out.append(exc)
     return out
@@ -203,13 +219,26 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
     # and the later answers are worked out again with the smaller limit, in the loop below.
     located = {}
     if direct:
-        asks = [(name, fp.partition, fp.fetch_offset, max(min(fp.partition_max_bytes, budget), 1))
+        asks = [(name, fp.partition, fp.fetch_offset, max(min(fp.partition_max_bytes, budget), 1),
+                 fp.current_leader_epoch)
                 for t, name, terr in resolved if not terr for fp in t.partitions]
         answers = await asyncio.to_thread(_locate_all, broker, asks, req.isolation_level, hdr.client_id)
         located = {ask[:2]: (ask[3], ans) for ask, ans in zip(asks, answers, strict=True)}
     for t, name, terr in resolved:
         parts = []
+        granted = [0, 0]        # answers placed written, their bytes: BrokerStorage.locate's counters
         for fp in t.partitions:
+            if located and not terr:
+                # written already (see _locate_all), for the same max bytes: only placed
+                asked, done = located.get((name, fp.partition), (None, None))
+                if done.__class__ is fetch_body.EncodedPartition and asked == max(min(fp.partition_max_bytes,
+                                                                                       budget), 1):
+                    parts.append(done)
+                    total += done.nbytes
+                    remote_served = True
+                    granted[0] += 1
+                    granted[1] += done.nbytes
+                    continue
             part = P(partition_index=fp.partition, error_code=0, high_watermark=-1,
                      last_stable_offset=-1, log_start_offset=-1, records=b"",
                      aborted_transactions=None)      # null unless read_committed, as Kafka sends
@@ -233,7 +262,7 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
                     asked, loc = located.get((name, fp.partition), (None, None))
                     if isinstance(loc, BaseException):
                         raise loc
-                    if asked != max(limit, 1):
+                    if asked != max(limit, 1) or loc.__class__ is fetch_body.EncodedPartition:
                         loc = await asyncio.to_thread(broker.storage.locate, name, fp.partition, fp.fetch_offset,
                                                       max(limit, 1), req.isolation_level,
                                                       client_id=hdr.client_id)
@@ -293,6 +322,9 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
                                              for pid, fo in r.aborted]
             total += len(records)
             budget -= len(records)
+        if granted[0]:
+            broker.storage.metrics.add("location_grants_total", hdr.client_id, name, granted[0])
+            broker.storage.metrics.add("location_granted_bytes_total", hdr.client_id, name, granted[1])
         topics_out.append(R.FetchableTopicResponse(topic=name or "", topic_id=t.topic_id if v >= 13 else ZERO_UUID,
                                                    partitions=parts))
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out), total, errors, remote_served

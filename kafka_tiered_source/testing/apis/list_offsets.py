@@ -15,27 +15,40 @@ log = logging.getLogger(__name__)
 _LIST_OFFSETS_MIN_VERSION = {-3: 7, -4: 8, -5: 9, -6: 11}
 
 
+def _list_all(storage, asks, isolation_level: int) -> list:
+    """``storage.list_offsets`` and the found offset's leader epoch for each ``(topic,
+    partition, timestamp)``, in one hop to a worker thread (a hop per partition cost more than
+    the look-ups when a planner lists thousands of partitions); a StorageError in its place."""
+    out: list = []
+    for name, partition, timestamp in asks:
+        try:
+            off, ts = storage.list_offsets(name, partition, timestamp, isolation_level)
+            out.append((off, ts, storage.epoch_for_offset(name, partition, off) if off >= 0 else -1))
+        except StorageError as exc:
+            out.append(exc)
+    return out
+
+
 async def list_offsets(broker, conn, hdr, req, v):
     R = m.ListOffsetsResponse
+    asks = [(t.name, p.partition_index, p.timestamp) for t in req.topics for p in t.partitions
+            if not v < _LIST_OFFSETS_MIN_VERSION.get(p.timestamp, v)]
+    found = iter(await asyncio.to_thread(_list_all, broker.storage, asks, req.isolation_level if v >= 2 else 0)
+                 if asks else ())
     topics_out = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             pr = R.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0,
                                                 timestamp=-1, offset=-1, leader_epoch=-1)
-            need = _LIST_OFFSETS_MIN_VERSION.get(p.timestamp)
-            if need is not None and v < need:
+            if v < _LIST_OFFSETS_MIN_VERSION.get(p.timestamp, v):
                 pr.error_code = err("UNSUPPORTED_VERSION")
             else:
-                try:
-                    off, ts = await asyncio.to_thread(broker.storage.list_offsets, t.name, p.partition_index,
-                                                      p.timestamp, req.isolation_level if v >= 2 else 0)
-                except StorageError as exc:
-                    pr.error_code = exc.error_code
+                got = next(found)
+                if isinstance(got, StorageError):
+                    pr.error_code = got.error_code
                 else:
-                    pr.offset, pr.timestamp = off, ts
-                    pr.leader_epoch = broker.storage.epoch_for_offset(t.name, p.partition_index, off) \
-                        if off >= 0 else -1
+                    pr.offset, pr.timestamp, pr.leader_epoch = got
             parts.append(pr)
         topics_out.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics_out)
