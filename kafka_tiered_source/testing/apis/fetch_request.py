@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import struct
 
+from ...errors import ProtocolError
 from ...protocol import codec, kip1248 as K, messages as m
+from ...protocol.primitives import read_uvarint
 from ...records.backend import decoder_backend
 
 _HEAD = struct.Struct(">hhih")          # api key, api version, correlation id, client id length
@@ -57,16 +59,11 @@ class _Declined(Exception):
 
 
 def _uvarint(buf, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise _Declined
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
+    """The codec's varint reader; a varint cut short or longer than 5 bytes declines."""
+    try:
+        return read_uvarint(buf, pos)
+    except ProtocolError:
+        raise _Declined from None
 
 
 def _compact_string(buf, pos: int) -> tuple[str, int]:
