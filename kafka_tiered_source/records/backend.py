@@ -41,21 +41,37 @@ def decoder_backend() -> str:
 _MAKERS: dict = {}
 
 
-def slots_maker(cls: type) -> Callable[..., Any]:
+def slots_maker(cls: type, names: tuple[str, ...] | None = None) -> Callable[..., Any]:
     """A function making ``cls`` (a slotted dataclass with no ``__post_init__``) from every
     field's value, in field order: the native one stores each value in its slot
     (native/rlm_replay.c ``slots_maker``: a plan of a million copies makes millions of frozen
     instances, whose ``__init__`` sets each field through ``object.__setattr__``); with
-    ``KAFKA_TIERED_NO_EXTENSIONS=1``, ``cls`` itself.  Either makes an equal instance."""
+    ``KAFKA_TIERED_NO_EXTENSIONS=1``, ``cls`` itself.  Either makes an equal instance.
+
+    ``names``: the slots in order, for a class that is not a dataclass (the codec's structs,
+    whose ``__init__`` takes keywords); without the extension each is then set in turn."""
     got = _MAKERS.get(cls)
     if got is None:
         if hasattr(cls, "__post_init__"):
             raise TypeError(f"{cls.__name__} checks its fields in __post_init__: make it with its __init__")
         if decoder_backend() == "native":
             from .._native import slots_maker as native
-            from ..dataclass import field_names
-            got = native(cls, field_names(cls))
-        else:
+            if names is None:
+                from ..dataclass import field_names
+                names = field_names(cls)
+            got = native(cls, names)
+        elif names is None:
             got = cls
+        else:
+            got = _setting_maker(cls, names)
         _MAKERS[cls] = got
     return got
+
+
+def _setting_maker(cls: Any, names: tuple[str, ...]) -> Callable[..., Any]:
+    def make(*values):
+        obj = cls.__new__(cls)
+        for attr, value in zip(names, values, strict=True):
+            object.__setattr__(obj, attr, value)
+        return obj
+    return make

@@ -19,7 +19,7 @@ import struct
 from ...errors import ProtocolError
 from ...protocol import codec, kip1248 as K, messages as m
 from ...protocol.primitives import read_uvarint
-from ...records.backend import decoder_backend
+from ...records.backend import slots_maker
 
 _HEAD = struct.Struct(">hhih")          # api key, api version, correlation id, client id length
 _BODY = struct.Struct(">iiibii")        # max wait, min bytes, max bytes, isolation, session id, epoch
@@ -30,28 +30,10 @@ _ZERO_UUID = bytes(16)
 _HIGH_WATERMARK = 2**63 - 1             # FetchPartition.HighWatermark's default (v18)
 
 
-_MAKE: list = []
-
-
-def _maker():
-    """A function making a ``FetchPartition`` from every slot's value in order (the codec's
-    ``__init__`` takes keywords and sets each through ``object.__setattr__``): the native
-    maker (records/backend.slots_maker's), or with ``KAFKA_TIERED_NO_EXTENSIONS=1`` the same
-    in Python.  Either makes an instance equal to the codec's."""
-    if not _MAKE:
-        FP = m.FetchRequest.FetchPartition
-        names = (*_FIELDS, "replica_directory_id", "high_watermark", "unknown_tags")
-        if decoder_backend() == "native":
-            from ..._native import slots_maker
-            _MAKE.append(slots_maker(FP, names))
-        else:
-            def make(*values):
-                p = FP.__new__(FP)
-                for attr, value in zip(names, values, strict=True):
-                    object.__setattr__(p, attr, value)
-                return p
-            _MAKE.append(make)
-    return _MAKE[0]
+# the codec's FetchPartition made from every slot's value in order (its __init__ takes keywords
+# and sets each through object.__setattr__): records/backend.slots_maker, an instance equal to
+# the codec's either way
+_SLOTS = (*_FIELDS, "replica_directory_id", "high_watermark", "unknown_tags")
 
 
 class _Declined(Exception):
@@ -133,7 +115,7 @@ def _read(buf: memoryview):
         if end + 1 > len(buf):
             return None
         parts = []
-        make = _maker()
+        make = slots_maker(m.FetchRequest.FetchPartition, _SLOTS)
         for values in _PART.iter_unpack(buf[pos:end]):
             if values[6]:                       # a partition's tags: the codec's
                 return None
