@@ -9,6 +9,7 @@
 typedef struct {
     uint8_t *p;
     Py_ssize_t len, cap;
+    Py_ssize_t last;   /* len when the previous Arrow batch took this column (vec_take) */
 } kt_vec;
 
 /* ---- Builder ---- */

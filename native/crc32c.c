@@ -51,12 +51,21 @@ static uint32_t crc_sse42(uint32_t crc, const uint8_t *p, size_t n)
         c = _mm_crc32_u8((uint32_t)c, *p++);
         n--;
     }
-    /* Three independent streams hide the instruction's 3-cycle latency on big buffers. */
+    /* Three independent streams hide the instruction's 3-cycle latency on big buffers.  While
+     * one 3 KiB block is summed, its successor is prefetched a line at a time, in address
+     * order: the three streams, 1 KiB apart, defeat the hardware prefetcher, and a CRC of a
+     * segment read from the page cache ran at a third of its in-cache speed (7 vs 24 GB/s
+     * here); a prefetch never faults, so the last block's may run past the buffer. */
     while (n >= 3 * 1024) {
         uint64_t c1 = 0, c2 = 0;
-        const uint8_t *p1 = p + 1024, *p2 = p + 2048;
+        const uint8_t *p1 = p + 1024, *p2 = p + 2048, *next = p + 3 * 1024;
         for (int i = 0; i < 1024; i += 8) {
             uint64_t a, b, d;
+            if ((i & 63) == 0) {
+                __builtin_prefetch(next + 3 * i);
+                __builtin_prefetch(next + 3 * i + 64);
+                __builtin_prefetch(next + 3 * i + 128);
+            }
             memcpy(&a, p + i, 8);
             memcpy(&b, p1 + i, 8);
             memcpy(&d, p2 + i, 8);
