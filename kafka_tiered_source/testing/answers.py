@@ -118,6 +118,12 @@ class BrokerMetrics:
         with self._lock:
             self.values[key] = self.values.get(key, 0) + amount
 
+    def granted(self, client_id: str | None, topic: str, answers: int, nbytes: int) -> None:
+        """Count KIP-1248 location answers given for ``topic``: how many, and the bytes of
+        remote segment they tell the client to read itself."""
+        self.add("location_grants_total", client_id, topic, answers)
+        self.add("location_granted_bytes_total", client_id, topic, nbytes)
+
     def get(self, name: str, client_id: str | None = None, topic: str | None = None) -> float:
         """Sum of ``name`` over the label values given (None = all)."""
         return sum(v for (n, c, t), v in self.values.items()

@@ -465,8 +465,7 @@ class BrokerStorage:
                 aborted = [] if h.next_offset is None else \
                     self._aborted(part, part.remote, offset, h.next_offset, meta)
             url = part.remote.presign(meta)
-            self.metrics.add("location_grants_total", client_id, topic)
-            self.metrics.add("location_granted_bytes_total", client_id, topic, end - start)
+            self.metrics.granted(client_id, topic, 1, end - start)
             # the end offset: the copy's, unless an unclean election cut the lineage inside it
             return LocationAnswer(
                 topic=topic, topic_id=part.topic.topic_id_bytes, partition=partition,

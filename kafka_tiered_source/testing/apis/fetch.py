@@ -226,7 +226,7 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
         located = {ask[:2]: (ask[3], ans) for ask, ans in zip(asks, answers, strict=True)}
     for t, name, terr in resolved:
         parts = []
-        granted = [0, 0]        # answers placed written, their bytes: BrokerStorage.locate's counters
+        granted = [0, 0]        # answers placed written, their bytes: BrokerMetrics.granted
         for fp in t.partitions:
             if located and not terr:
                 # written already (see _locate_all), for the same max bytes: only placed
@@ -323,8 +323,7 @@ async def _fetch_once(broker, hdr, req, v, resolved, direct):
             total += len(records)
             budget -= len(records)
         if granted[0]:
-            broker.storage.metrics.add("location_grants_total", hdr.client_id, name, granted[0])
-            broker.storage.metrics.add("location_granted_bytes_total", hdr.client_id, name, granted[1])
+            broker.storage.metrics.granted(hdr.client_id, name, granted[0], granted[1])
         topics_out.append(R.FetchableTopicResponse(topic=name or "", topic_id=t.topic_id if v >= 13 else ZERO_UUID,
                                                    partitions=parts))
     return R(throttle_time_ms=0, error_code=0, session_id=0, responses=topics_out), total, errors, remote_served
