@@ -13,8 +13,8 @@ every segment rolled and tiered to ``file://`` storage.
 Each configuration is a Spark job with a noop sink (``df.write.format("noop")``) on local[2]:
 
 * ``ceiling``: a Python data source that yields ready-made Arrow batches of the same schema and
-  shape (same rows and sizes, same number of Spark partitions) — what Spark costs with no Kafka
-  at all.  Its batches hold ``--ceiling-batch-rows`` rows (65,536 by default, the fastest size
+  shape (same rows and sizes, the first codec's topic name in the topic column, same number of
+  Spark partitions) — what Spark costs with no Kafka at all.  Its batches hold ``--ceiling-batch-rows`` rows (65,536 by default, the fastest size
   measured on local[2]; ``kafka-tiered`` yields batches of about as many rows, cut where a Kafka
   batch ends (``records.Batcher``); pass 0 to give the ceiling one batch per tiered range, ~500,000
   rows here, which costs Spark itself ~15% more);
@@ -65,6 +65,9 @@ def _ceiling_source():
             self.tasks = int(options["tasks"])
             self.batch_rows = int(options["batchrows"])
             self.value_bytes = int(options["valuebytes"])
+            # the topic column's name as the read's: "bench-none" with several codecs, so
+            # every row carries as many bytes through the IPC and the JVM as the read's
+            self.topic = options.get("topic", TOPIC)
 
         def partitions(self):
             return [InputPartition(i) for i in range(self.tasks)]
@@ -80,7 +83,8 @@ def _ceiling_source():
             noise = random.Random(partition.value).randbytes(1 << 16)
             keys = _binary_column(_fill(noise, n * KEY_BYTES), KEY_BYTES, n)
             values = _binary_column(_fill(noise[::-1], n * self.value_bytes), self.value_bytes, n)
-            topic = _binary_column(TOPIC.encode() * n, len(TOPIC), n).view(pa.string())
+            name = self.topic.encode()
+            topic = _binary_column(name * n, len(name), n).view(pa.string())
             ts = pa.array(np.full(n, 1_700_000_000_000_000, np.int64)).view(pa.timestamp("us", tz="UTC"))
             batch = pa.RecordBatch.from_arrays(
                 [keys, values, topic, pa.array(np.full(n, partition.value, np.int32)),
@@ -312,7 +316,7 @@ def main(argv=None) -> int:
         configs = {
             "ceiling": lambda: reader("bench-arrow-ceiling", {
                 "rows": str(args.records), "tasks": str(tasks), "batchrows": str(batch_rows),
-                "valuebytes": str(args.size)}),
+                "valuebytes": str(args.size), "topic": topics[codecs[0]]}),
         }
         for c in codecs:
             name = "direct" if len(codecs) == 1 else f"direct-{c}"
