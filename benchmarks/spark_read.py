@@ -14,10 +14,11 @@ Each configuration is a Spark job with a noop sink (``df.write.format("noop")``)
 
 * ``ceiling``: a Python data source that yields ready-made Arrow batches of the same schema and
   shape (same rows and sizes, the first codec's topic name in the topic column, same number of
-  Spark partitions) — what Spark costs with no Kafka at all.  Its batches hold ``--ceiling-batch-rows`` rows (65,536 by default, the fastest size
-  measured on local[2]; ``kafka-tiered`` yields batches of about as many rows, cut where a Kafka
-  batch ends (``records.Batcher``); pass 0 to give the ceiling one batch per tiered range, ~500,000
-  rows here, which costs Spark itself ~15% more);
+  Spark partitions) — what Spark costs with no Kafka at all.  Its batches hold
+  ``--ceiling-batch-rows`` rows (65,536 by default, the fastest size measured on local[2];
+  ``kafka-tiered`` yields batches of about as many rows, cut where a Kafka batch ends
+  (``records.Batcher``); pass 0 to give the ceiling one batch per tiered range, ~500,000 rows
+  here, which costs Spark itself ~15% more);
 * ``direct``: ``kafka-tiered`` reading the tiered segments from storage (the default); with
   several codecs, ``direct-<codec>`` per codec: the same rows, decompressed on the way;
 * ``broker``: ``kafka-tiered`` with ``fetch.remote.enabled=false`` — every record through the
